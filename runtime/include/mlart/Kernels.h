@@ -1,0 +1,187 @@
+//===- Kernels.h - The kernel library interface every device implements ---===//
+//
+// One argument struct per kernel and one abstract KernelLibrary. The CPU
+// reference library is always built; the CUDA library implements the same
+// interface, so the executor and the tests dispatch through one table.
+// Every kernel validates its arguments first and returns an error status
+// without touching any output when they are inconsistent.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MLART_KERNELS_H
+#define MLART_KERNELS_H
+
+#include "mlart/KVCacheLayout.h"
+#include "mlart/Status.h"
+#include "mlart/TensorRef.h"
+
+namespace mlart {
+
+/// Opaque per-device stream (cudaStream_t on CUDA, ignored on the CPU).
+using StreamHandle = void *;
+
+/// A paged cache as the kernels see it.
+struct KVCacheRef {
+  KVCacheDesc desc;
+  /// [numBlocks, blockSize, rowBytes] bytes.
+  void *data = nullptr;
+  /// Per-tensor scale of an Fp8PerTensor cache (stored = value / scale).
+  float scale = 1.0f;
+  /// Checked mode: when non-null, numBlocks flags; a write into a block whose
+  /// flag is non-zero is refused (PermissionDenied) and nothing is written.
+  /// The block manager flags the null block and every hashed block.
+  const uint8_t *writeProtect = nullptr;
+};
+
+/// Rotary style: GPT-J rotates interleaved pairs (2i, 2i+1); NeoX rotates
+/// halves (i, i + rope/2).
+enum class RopeStyle : int { GptJ = 0, NeoX = 1 };
+
+/// cache[slot[t]] = concat(kvC[t], kPe[t]) for t < slotMapping.size with
+/// slot >= 0. kvC [T, latent], kPe [T, rope]; slotMapping [N] i64 or i32 with
+/// N <= T. Any slot >= numSlots is an error and nothing is written.
+struct CacheUpdateArgs {
+  TensorRef kvC;
+  TensorRef kPe;
+  TensorRef slotMapping;
+  KVCacheRef cache;
+};
+
+/// Rotates x [T, H, rope] (or [T, rope]) in place. cosSin [maxPos, rope] f32:
+/// the first rope/2 columns are cos, the last rope/2 are sin.
+struct RopeArgs {
+  TensorRef x;
+  TensorRef positions; ///< [T] i64 or i32
+  TensorRef cosSin;
+  RopeStyle style = RopeStyle::NeoX;
+};
+
+/// Fused rope + cache update: rotates kPe (and qPe if present) by positions,
+/// then writes concat(kvC, rotated kPe) like CacheUpdateArgs. qPe [T, Hq, rope]
+/// is rotated in place; rotated k_pe is written to kPeOut when present.
+struct RopeCacheUpdateArgs {
+  TensorRef kvC;
+  TensorRef kPe;
+  TensorRef slotMapping;
+  KVCacheRef cache;
+  TensorRef positions;
+  TensorRef cosSin;
+  RopeStyle style = RopeStyle::NeoX;
+  TensorRef qPe;    ///< optional, rotated in place
+  TensorRef kPeOut; ///< optional [T, rope]
+};
+
+/// Absorbed decode attention over the paged cache.
+/// q [B, H, latent + rope]; blockTable [B, maxBlocks] i32; seqLens [B] i32;
+/// out [B, H, latent]; lse [B, H] f32 (optional, natural log). Rows at or past
+/// seqLens[b] are never read. numSplits 0 picks a split-KV heuristic.
+struct DecodeAttentionArgs {
+  TensorRef q;
+  KVCacheRef cache;
+  TensorRef blockTable;
+  TensorRef seqLens;
+  float softmaxScale = 1.0f;
+  TensorRef out;
+  TensorRef lse;
+  int numSplits = 0;
+};
+
+/// Causal MHA prefill for new tokens with optional cached context
+/// (chunked prefill). Requests are packed: queryStartLoc [R + 1] i32.
+/// q, k [T, H, nope + rope]; v [T, H, vDim]; out [T, H, vDim]; lse [T, H].
+/// Context (all optional together): request r first attends to
+/// contextLens[r] cached tokens through blockTable [R, maxBlocks]; their keys
+/// are concat(c @ wUK[h]^T, k_pe) and values c @ wUV[h], with
+/// wUK [H, nope, latent] and wUV [H, latent, vDim]. New token i of a request
+/// sees all its context and new tokens 0..i.
+struct PrefillAttentionArgs {
+  TensorRef q;
+  TensorRef k;
+  TensorRef v;
+  TensorRef queryStartLoc;
+  float softmaxScale = 1.0f;
+  TensorRef out;
+  TensorRef lse;
+  KVCacheRef cache; ///< data == nullptr: no context
+  TensorRef blockTable;
+  TensorRef contextLens;
+  TensorRef wUK;
+  TensorRef wUV;
+};
+
+/// out[b, h, :] = qNope[b, h, :] @ wUK[h]   (wUK [H, nope, latent]).
+/// out may be a strided view into the assembled [B, H, latent + rope] query.
+struct QAbsorbArgs {
+  TensorRef qNope;
+  TensorRef wUK;
+  TensorRef out;
+};
+
+/// out[b, h, :] = oLatent[b, h, :] @ wUV[h]   (wUV [H, latent, vDim]).
+struct VUpArgs {
+  TensorRef oLatent;
+  TensorRef wUV;
+  TensorRef out;
+};
+
+/// out [B, H, latent + rope] = concat(qLatent, qPe) along the last axis.
+struct QConcatArgs {
+  TensorRef qLatent;
+  TensorRef qPe;
+  TensorRef out;
+};
+
+/// out = saturate(x / scale) in fp8 e4m3fn; scale is a [] or [1] f32 tensor.
+struct QuantizeArgs {
+  TensorRef x;
+  TensorRef scale;
+  TensorRef out;
+};
+
+/// out[t] = x[t] / rms(x[t]) * weight;  x, out [T, D], weight [D].
+struct RmsNormArgs {
+  TensorRef x;
+  TensorRef weight;
+  float epsilon = 1e-6f;
+  TensorRef out;
+};
+
+/// out [T, N] = x [T, K] @ weight^T, weight [N, K] (PyTorch Linear layout).
+struct LinearArgs {
+  TensorRef x;
+  TensorRef weight;
+  TensorRef out;
+};
+
+/// The kernels of one device. Implementations are stateless and thread-safe.
+class KernelLibrary {
+public:
+  virtual ~KernelLibrary() = default;
+  virtual const char *name() const = 0;
+
+  virtual Status cacheUpdate(const CacheUpdateArgs &args,
+                             StreamHandle stream) const = 0;
+  virtual Status rope(const RopeArgs &args, StreamHandle stream) const = 0;
+  virtual Status ropeCacheUpdate(const RopeCacheUpdateArgs &args,
+                                 StreamHandle stream) const = 0;
+  virtual Status decodeAttention(const DecodeAttentionArgs &args,
+                                 StreamHandle stream) const = 0;
+  virtual Status prefillAttention(const PrefillAttentionArgs &args,
+                                  StreamHandle stream) const = 0;
+  virtual Status qAbsorb(const QAbsorbArgs &args,
+                         StreamHandle stream) const = 0;
+  virtual Status vUp(const VUpArgs &args, StreamHandle stream) const = 0;
+  virtual Status qConcat(const QConcatArgs &args,
+                         StreamHandle stream) const = 0;
+  virtual Status quantize(const QuantizeArgs &args,
+                          StreamHandle stream) const = 0;
+  virtual Status rmsNorm(const RmsNormArgs &args,
+                         StreamHandle stream) const = 0;
+  virtual Status linear(const LinearArgs &args, StreamHandle stream) const = 0;
+};
+
+/// The CPU reference kernels (always available).
+const KernelLibrary &cpuKernelLibrary();
+
+} // namespace mlart
+
+#endif // MLART_KERNELS_H
