@@ -1,0 +1,56 @@
+//===- MLADialect.cpp - Dialect registration and discardable attributes ---===//
+#include "mla/IR/MLADialect.h"
+#include "mla/IR/MLAOps.h"
+#include "mla/IR/MLATypes.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/DialectImplementation.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+using namespace mlir;
+using namespace mlir::mla;
+
+#include "mla/IR/MLADialect.cpp.inc"
+
+void MLADialect::initialize() {
+  addOperations<
+#define GET_OP_LIST
+#include "mla/IR/MLAOps.cpp.inc"
+      >();
+  registerTypes();
+}
+
+LogicalResult MLADialect::verifyOperationAttribute(Operation *op,
+                                                   NamedAttribute attr) {
+  if (attr.getName() == getDummyRunAttrName()) {
+    if (!isa<UnitAttr>(attr.getValue()))
+      return op->emitError() << "'" << getDummyRunAttrName()
+                             << "' must be a unit attribute";
+    if (!isa<FunctionOpInterface>(op))
+      return op->emitError() << "'" << getDummyRunAttrName()
+                             << "' is only valid on a function";
+    return success();
+  }
+  return op->emitError() << "unknown mla attribute '" << attr.getName() << "'";
+}
+
+LogicalResult MLADialect::verifyRegionArgAttribute(Operation *op,
+                                                   unsigned regionIndex,
+                                                   unsigned argIndex,
+                                                   NamedAttribute attr) {
+  if (attr.getName() == getNoAliasAttrName()) {
+    if (!isa<UnitAttr>(attr.getValue()))
+      return op->emitError() << "'" << getNoAliasAttrName()
+                             << "' must be a unit attribute";
+    Type argType = op->getRegion(regionIndex).getArgument(argIndex).getType();
+    if (!isa<KVCacheType>(argType))
+      return op->emitError() << "'" << getNoAliasAttrName()
+                             << "' is only valid on a !mla.kv_cache argument, "
+                                "argument #"
+                             << argIndex << " is " << argType;
+    return success();
+  }
+  return op->emitError() << "unknown mla argument attribute '"
+                         << attr.getName() << "'";
+}

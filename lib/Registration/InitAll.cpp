@@ -1,0 +1,36 @@
+//===- InitAll.cpp - Registration of dialects, extensions and passes ------===//
+#include "mla/InitAll.h"
+
+#include "mla/IR/MLADialect.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Bufferization/IR/Bufferization.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/DialectRegistry.h"
+#include "mlir/InitAllExtensions.h"
+#include "mlir/InitAllPasses.h"
+#include "mlir/Target/LLVM/NVVM/Target.h"
+
+void mlir::mla::registerAllDialects(DialectRegistry &registry) {
+  registry.insert<mla::MLADialect, arith::ArithDialect,
+                  bufferization::BufferizationDialect, func::FuncDialect,
+                  gpu::GPUDialect, LLVM::LLVMDialect, NVVM::NVVMDialect,
+                  linalg::LinalgDialect, math::MathDialect,
+                  memref::MemRefDialect, scf::SCFDialect,
+                  tensor::TensorDialect>();
+  // Bufferization, inlining and LLVM-translation interfaces of upstream
+  // dialects; without them conversions leave unrealized casts behind.
+  mlir::registerAllExtensions(registry);
+  // Without it gpu-module-to-binary cannot serialize NVVM targets.
+  NVVM::registerNVVMTargetInterfaceExternalModels(registry);
+}
+
+void mlir::mla::registerAllPasses() { mlir::registerAllPasses(); }
