@@ -43,7 +43,12 @@ LogicalResult MLADialect::verifyRegionArgAttribute(Operation *op,
     if (!isa<UnitAttr>(attr.getValue()))
       return op->emitError() << "'" << getNoAliasAttrName()
                              << "' must be a unit attribute";
-    Type argType = op->getRegion(regionIndex).getArgument(argIndex).getType();
+    // Declarations have no body, so read the type from the signature.
+    auto func = dyn_cast<FunctionOpInterface>(op);
+    if (!func)
+      return op->emitError() << "'" << getNoAliasAttrName()
+                             << "' is only valid on function arguments";
+    Type argType = func.getArgumentTypes()[argIndex];
     if (!isa<KVCacheType>(argType))
       return op->emitError() << "'" << getNoAliasAttrName()
                              << "' is only valid on a !mla.kv_cache argument, "

@@ -205,8 +205,8 @@ def MLA_RopeKVCacheUpdateOp : MLA_Op<"rope_kv_cache_update",
     `positions` `(` $positions `,` $cos_sin `)`
     (`rotate_q` `(` $q_pe^ `:` type($q_pe) `)`)? (`scale` $scale^)? attr-dict
     `:` type($kv_c) `,` type($k_pe) `,` type($slot_mapping) `into` qualified(type($cache))
-    `,` type($positions) `,` type($cos_sin) (`->` `q_pe` type($q_pe_out)^)?
-    (`->` `k_pe` type($k_pe_out)^)?
+    `,` type($positions) `,` type($cos_sin) (`rotated_q` type($q_pe_out)^)?
+    (`rotated_k` type($k_pe_out)^)?
   }];
   let hasVerifier = 1;
 }
