@@ -1,5 +1,4 @@
-//===- DecodeAttentionTest.cpp - CPU decode attention vs a float64 reference
-//===//
+//===- DecodeAttentionTest.cpp - CPU decode attention vs float64 ---------===//
 #include "KernelTestUtil.h"
 #include "cpu/CpuKernels.h"
 

@@ -1,5 +1,4 @@
-//===- Matmuls.cpp - Query absorption, V up-projection and Linear on the CPU
-//===//
+//===- Matmuls.cpp - qAbsorb, vUp and Linear on the CPU ------------------===//
 //
 // All three are float-accumulated matrix products over bf16/f16/f32 storage,
 // rounded once on store. Operand tiles are converted to float once and reused

@@ -1,5 +1,4 @@
-//===- TensorAccess.h - Row loads, stores and checks shared by CPU kernels
-//-===//
+//===- TensorAccess.h - Float row access and checks for CPU kernels -----===//
 //
 // The CPU reference kernels compute in float whatever the storage type is.
 // These helpers move one contiguous innermost row between a TensorRef and a
