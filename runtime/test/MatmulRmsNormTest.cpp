@@ -1,0 +1,214 @@
+//===- MatmulRmsNormTest.cpp - qAbsorb, vUp, linear, rmsNorm vs float64 ---===//
+#include "KernelTestUtil.h"
+#include "cpu/CpuKernels.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+
+using namespace mlart;
+using namespace mlart::test;
+
+namespace {
+
+/// Float64 out[b, h, :] = x[b, h, :] @ w[h] for x [B, H, K], w [H, K, N].
+std::vector<double> refPerHead(const HostTensor &x, const HostTensor &w,
+                               int64_t batch, int64_t heads, int64_t k,
+                               int64_t n) {
+  const std::vector<double> xv = x.values(), wv = w.values();
+  std::vector<double> out(static_cast<size_t>(batch * heads * n), 0.0);
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t h = 0; h < heads; ++h)
+      for (int64_t i = 0; i < k; ++i)
+        for (int64_t j = 0; j < n; ++j)
+          out[(b * heads + h) * n + j] +=
+              xv[(b * heads + h) * k + i] * wv[(h * k + i) * n + j];
+  return out;
+}
+
+/// Sums of K products of values in [-1, 1] reach a few times sqrt(K); the
+/// absolute tolerance covers float rounding of such sums.
+double sumTolerance(int64_t k) { return 1e-6 * std::sqrt(double(k)) * 4; }
+
+// DeepSeek sizes; out is the latent slice of the [B, H, 576] query buffer
+// that qConcat would otherwise assemble, and its rope tail stays untouched.
+TEST(QAbsorb, WritesIntoAStridedSliceOfTheFullQuery) {
+  const int64_t B = 3, H = 16, nope = 128, latent = 512, rope = 64;
+  std::mt19937 rng(31);
+  HostTensor qNope(DType::BF16, {B, H, nope}),
+      wUK(DType::BF16, {H, nope, latent});
+  qNope.fillUniform(rng);
+  wUK.fillUniform(rng);
+  HostTensor full(DType::BF16, {B, H, latent + rope});
+  full.fillUniform(rng);
+  const std::vector<double> before = full.values();
+  for (int64_t i = 0; i < B * H; ++i)
+    for (int64_t c = 0; c < latent; ++c)
+      full.set(i * (latent + rope) + c, std::nan(""));
+
+  QAbsorbArgs a;
+  a.qNope = qNope.ref();
+  a.wUK = wUK.ref();
+  a.out = full.ref();
+  a.out.sizes[2] = latent; // strides stay those of [B, H, 576]
+  Status s = cpu::qAbsorb(a);
+  ASSERT_TRUE(s.ok()) << s.toString();
+
+  const std::vector<double> ref = refPerHead(qNope, wUK, B, H, nope, latent);
+  const std::vector<double> got = full.values();
+  std::vector<double> gotLatent, gotRope, wantRope;
+  for (int64_t i = 0; i < B * H; ++i) {
+    for (int64_t c = 0; c < latent + rope; ++c) {
+      const size_t idx = size_t(i * (latent + rope) + c);
+      if (c < latent)
+        gotLatent.push_back(got[idx]);
+      else {
+        gotRope.push_back(got[idx]);
+        wantRope.push_back(before[idx]);
+      }
+    }
+  }
+  expectNear(gotLatent, ref, sumTolerance(nope), relTolerance(DType::BF16),
+             "latent");
+  EXPECT_EQ(gotRope, wantRope);
+}
+
+TEST(QAbsorb, ContiguousF16InF32Out) {
+  const int64_t B = 2, H = 4, nope = 40, latent = 72;
+  std::mt19937 rng(32);
+  HostTensor qNope(DType::F16, {B, H, nope}),
+      wUK(DType::F16, {H, nope, latent});
+  HostTensor out(DType::F32, {B, H, latent});
+  qNope.fillUniform(rng);
+  wUK.fillUniform(rng);
+  out.poison();
+  ASSERT_TRUE(cpu::qAbsorb({qNope.ref(), wUK.ref(), out.ref()}).ok());
+  expectNear(out.values(), refPerHead(qNope, wUK, B, H, nope, latent),
+             sumTolerance(nope), 1e-6, "out");
+}
+
+TEST(VUp, MatchesFloat64ForEachDType) {
+  const int64_t B = 4, H = 16, latent = 512, vDim = 128;
+  for (DType t : {DType::F32, DType::BF16, DType::F16}) {
+    SCOPED_TRACE(dtypeName(t));
+    std::mt19937 rng(33);
+    HostTensor o(t, {B, H, latent}), wUV(t, {H, latent, vDim}),
+        out(t, {B, H, vDim});
+    o.fillUniform(rng);
+    wUV.fillUniform(rng);
+    out.poison();
+    ASSERT_TRUE(cpu::vUp({o.ref(), wUV.ref(), out.ref()}).ok());
+    expectNear(out.values(), refPerHead(o, wUV, B, H, latent, vDim),
+               sumTolerance(latent), relTolerance(t), "out");
+  }
+}
+
+TEST(VUp, RejectsMismatchedShapesWithoutWriting) {
+  HostTensor o(DType::F32, {2, 4, 64}), wUV(DType::F32, {4, 63, 16});
+  HostTensor out(DType::F32, {2, 4, 16});
+  out.poison();
+  const std::vector<uint8_t> before = out.bytes();
+  EXPECT_EQ(cpu::vUp({o.ref(), wUV.ref(), out.ref()}).code(),
+            StatusCode::InvalidArgument);
+  HostTensor wHeads(DType::F32, {3, 64, 16});
+  EXPECT_EQ(cpu::vUp({o.ref(), wHeads.ref(), out.ref()}).code(),
+            StatusCode::InvalidArgument);
+  EXPECT_EQ(out.bytes(), before);
+}
+
+/// Float64 out [T, N] = x [T, K] @ w[N, K]^T.
+std::vector<double> refLinear(const HostTensor &x, const HostTensor &w,
+                              int64_t T, int64_t K, int64_t N) {
+  const std::vector<double> xv = x.values(), wv = w.values();
+  std::vector<double> out(static_cast<size_t>(T * N), 0.0);
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t k = 0; k < K; ++k)
+        out[t * N + n] += xv[t * K + k] * wv[n * K + k];
+  return out;
+}
+
+// Token and output counts that are not multiples of the kernel's tiles.
+TEST(Linear, MatchesFloat64AcrossTileEdges) {
+  struct Case {
+    int64_t T, K, N;
+    DType x, w, out;
+  };
+  for (Case c : {Case{37, 300, 130, DType::BF16, DType::BF16, DType::BF16},
+                 Case{1, 576, 64, DType::F32, DType::F32, DType::F32},
+                 Case{16, 7, 65, DType::F16, DType::BF16, DType::F32},
+                 Case{5, 2048, 3, DType::BF16, DType::BF16, DType::F32}}) {
+    SCOPED_TRACE(std::to_string(c.T) + "x" + std::to_string(c.K) + "x" +
+                 std::to_string(c.N));
+    std::mt19937 rng(uint32_t(34 + c.T));
+    HostTensor x(c.x, {c.T, c.K}), w(c.w, {c.N, c.K}), out(c.out, {c.T, c.N});
+    x.fillUniform(rng);
+    w.fillUniform(rng);
+    out.poison();
+    ASSERT_TRUE(cpu::linear({x.ref(), w.ref(), out.ref()}).ok());
+    expectNear(out.values(), refLinear(x, w, c.T, c.K, c.N), sumTolerance(c.K),
+               relTolerance(c.out), "out");
+  }
+}
+
+TEST(Linear, RejectsMismatchedShapesWithoutWriting) {
+  HostTensor x(DType::F32, {4, 32}), w(DType::F32, {8, 31});
+  HostTensor out(DType::F32, {4, 8});
+  out.poison();
+  const std::vector<uint8_t> before = out.bytes();
+  EXPECT_EQ(cpu::linear({x.ref(), w.ref(), out.ref()}).code(),
+            StatusCode::InvalidArgument);
+  HostTensor xi(DType::I32, {4, 32});
+  HostTensor w32(DType::F32, {8, 32});
+  EXPECT_EQ(cpu::linear({xi.ref(), w32.ref(), out.ref()}).code(),
+            StatusCode::InvalidArgument);
+  EXPECT_EQ(out.bytes(), before);
+}
+
+TEST(RmsNorm, MatchesFloat64ForEachDType) {
+  const int64_t T = 6;
+  for (int64_t D : {512, 1000}) {
+    for (DType t : {DType::F32, DType::BF16}) {
+      SCOPED_TRACE(std::string(dtypeName(t)) + " D=" + std::to_string(D));
+      std::mt19937 rng(uint32_t(35 + D));
+      HostTensor x(t, {T, D}), w(t, {D}), out(t, {T, D});
+      x.fillUniform(rng, -3.0, 3.0);
+      w.fillUniform(rng, 0.5, 1.5);
+      out.poison();
+      const float eps = 1e-6f;
+      RmsNormArgs a;
+      a.x = x.ref();
+      a.weight = w.ref();
+      a.epsilon = eps;
+      a.out = out.ref();
+      ASSERT_TRUE(cpu::rmsNorm(a).ok());
+      const std::vector<double> xv = x.values(), wv = w.values();
+      std::vector<double> ref(static_cast<size_t>(T * D));
+      for (int64_t i = 0; i < T; ++i) {
+        double ms = 0;
+        for (int64_t d = 0; d < D; ++d)
+          ms += xv[i * D + d] * xv[i * D + d];
+        const double inv = 1.0 / std::sqrt(ms / double(D) + eps);
+        for (int64_t d = 0; d < D; ++d)
+          ref[i * D + d] = xv[i * D + d] * inv * wv[d];
+      }
+      expectNear(out.values(), ref, 1e-6, relTolerance(t) + 1e-6, "out");
+    }
+  }
+}
+
+TEST(RmsNorm, RejectsMismatchedShapesWithoutWriting) {
+  HostTensor x(DType::F32, {2, 16}), w(DType::F32, {15}),
+      out(DType::F32, {2, 16});
+  out.poison();
+  const std::vector<uint8_t> before = out.bytes();
+  RmsNormArgs a;
+  a.x = x.ref();
+  a.weight = w.ref();
+  a.out = out.ref();
+  EXPECT_EQ(cpu::rmsNorm(a).code(), StatusCode::InvalidArgument);
+  EXPECT_EQ(out.bytes(), before);
+}
+
+} // namespace
