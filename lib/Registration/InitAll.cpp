@@ -2,6 +2,7 @@
 #include "mla/InitAll.h"
 
 #include "mla/IR/MLADialect.h"
+#include "mla/Transforms/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
@@ -33,4 +34,7 @@ void mlir::mla::registerAllDialects(DialectRegistry &registry) {
   NVVM::registerNVVMTargetInterfaceExternalModels(registry);
 }
 
-void mlir::mla::registerAllPasses() { mlir::registerAllPasses(); }
+void mlir::mla::registerAllPasses() {
+  mlir::registerAllPasses();
+  mla::registerMLAPasses();
+}

@@ -187,6 +187,13 @@ LogicalResult verifyWeights(Operation *op, Value wUk, Value wUv,
   return success();
 }
 
+/// For ops that both write and read the cache, `kv_scale` quantises float
+/// inputs and dequantises what is read; already-quantised inputs use it only
+/// to read.
+Value writeScaleOf(Value kvC, Value kvScale) {
+  return isa<Float8E4M3FNType>(elementTypeOf(kvC)) ? Value() : kvScale;
+}
+
 } // namespace
 
 //===----------------------------------------------------------------------===//
@@ -431,7 +438,8 @@ LogicalResult PrefillAttentionOp::verify() {
 LogicalResult DecodeAttentionWithUpdateOp::verify() {
   KVCacheType cache = getCache().getType();
   if (failed(verifyCacheWrite(*this, getKvC(), getKPe(), getSlotMapping(),
-                              cache, getKvScale())))
+                              cache, writeScaleOf(getKvC(), getKvScale()))) ||
+      failed(verifyReaderScale(*this, cache, getKvScale())))
     return failure();
   ShapeChecker check(*this);
   Value q = getQ();
@@ -442,11 +450,6 @@ LogicalResult DecodeAttentionWithUpdateOp::verify() {
                           "batch of 'q'")) ||
       failed(verifySoftmaxScale(*this, getSoftmaxScaleAttr())))
     return failure();
-  // Quantising inputs into a per-tensor cache takes the same scale that
-  // reading it needs; already-quantised inputs still need it to read.
-  if (cache.needsScaleOperand() && !getKvScale())
-    return emitOpError() << "reads a per-tensor fp8 cache and needs a "
-                            "'kv_scale'";
   return verifyAttentionResults(*this, getOut(), getLse(), batch, heads,
                                 cache.getLatentRank(),
                                 "the cache's latent rank");
@@ -455,11 +458,9 @@ LogicalResult DecodeAttentionWithUpdateOp::verify() {
 LogicalResult AttentionOp::verify() {
   KVCacheType cache = getCache().getType();
   if (failed(verifyCacheWrite(*this, getKvC(), getKPe(), getSlotMapping(),
-                              cache, getKvScale())))
+                              cache, writeScaleOf(getKvC(), getKvScale()))) ||
+      failed(verifyReaderScale(*this, cache, getKvScale())))
     return failure();
-  if (cache.needsScaleOperand() && !getKvScale())
-    return emitOpError() << "reads a per-tensor fp8 cache and needs a "
-                            "'kv_scale'";
   ShapeChecker check(*this);
   Value q = getQ();
   int64_t tokens = ShapeChecker::size(q, 0), heads = ShapeChecker::size(q, 1);
