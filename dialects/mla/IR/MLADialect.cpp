@@ -32,7 +32,8 @@ LogicalResult MLADialect::verifyOperationAttribute(Operation *op,
                              << "' is only valid on a function";
     return success();
   }
-  return op->emitError() << "unknown mla attribute '" << attr.getName() << "'";
+  return op->emitError() << "unknown mla attribute '" << attr.getName().getValue()
+                         << "'";
 }
 
 LogicalResult MLADialect::verifyRegionArgAttribute(Operation *op,
@@ -57,5 +58,5 @@ LogicalResult MLADialect::verifyRegionArgAttribute(Operation *op,
     return success();
   }
   return op->emitError() << "unknown mla argument attribute '"
-                         << attr.getName() << "'";
+                         << attr.getName().getValue() << "'";
 }
