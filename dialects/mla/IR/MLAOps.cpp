@@ -315,6 +315,28 @@ LogicalResult DecompressKVOp::verify() {
   return success();
 }
 
+LogicalResult LinearOp::verify() {
+  ShapeChecker check(*this);
+  Value x = getInput(), w = getWeight(), r = getResult();
+  if (failed(check.dim(w, "weight", 1, ShapeChecker::size(x, 1),
+                       "input features of 'input'")) ||
+      failed(check.dim(r, "result", 0, ShapeChecker::size(x, 0), "tokens")) ||
+      failed(check.dim(r, "result", 1, ShapeChecker::size(w, 0),
+                       "output features of 'weight'")))
+    return failure();
+  return success();
+}
+
+LogicalResult RmsNormOp::verify() {
+  ShapeChecker check(*this);
+  if (failed(check.dim(getWeight(), "weight", 0,
+                       ShapeChecker::size(getInput(), 1), "features")))
+    return failure();
+  if (!(getEpsilon().convertToDouble() > 0.0))
+    return emitOpError() << "expected a positive epsilon";
+  return success();
+}
+
 //===----------------------------------------------------------------------===//
 // Cache writers
 //===----------------------------------------------------------------------===//

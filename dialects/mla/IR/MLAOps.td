@@ -138,6 +138,37 @@ def MLA_DecompressKVOp : MLA_Op<"decompress_kv", [Pure]> {
   let hasVerifier = 1;
 }
 
+def MLA_LinearOp : MLA_Op<"linear", [Pure]> {
+  let summary = "dense projection: x @ weight^T";
+  let description = [{
+    `result [T, N] = input [T, K] @ weight^T` with `weight` `[N, K]` (the
+    PyTorch `Linear` layout of checkpoints). Accumulates in f32.
+  }];
+  let arguments = (ins 2DTensorOf<[BF16, F16, F32]>:$input,
+                       2DTensorOf<[BF16, F16, F32]>:$weight);
+  let results = (outs 2DTensorOf<[BF16, F16, F32]>:$result);
+  let assemblyFormat = [{
+    $input `,` $weight attr-dict `:` type($input) `,` type($weight) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def MLA_RmsNormOp : MLA_Op<"rms_norm", [Pure, AllTypesMatch<["input", "result"]>]> {
+  let summary = "RMSNorm over the last dimension";
+  let description = [{
+    `result[t] = input[t] / sqrt(mean(input[t]^2) + epsilon) * weight` with
+    `input` `[T, D]` and `weight` `[D]`.
+  }];
+  let arguments = (ins 2DTensorOf<[BF16, F16, F32]>:$input,
+                       1DTensorOf<[BF16, F16, F32]>:$weight,
+                       DefaultValuedAttr<F32Attr, "1.0e-6">:$epsilon);
+  let results = (outs 2DTensorOf<[BF16, F16, F32]>:$result);
+  let assemblyFormat = [{
+    $input `,` $weight attr-dict `:` type($input) `,` type($weight)
+  }];
+  let hasVerifier = 1;
+}
+
 //===----------------------------------------------------------------------===//
 // Cache writers
 //===----------------------------------------------------------------------===//

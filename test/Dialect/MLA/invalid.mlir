@@ -554,3 +554,35 @@ func.func @attention_tokens(%q: tensor<2x16x192xbf16>, %c: tensor<3x512xbf16>, %
       : tensor<2x16x192xbf16>, tensor<3x512xbf16>, tensor<3x64xbf16>, tensor<3xi64> into !mla.kv_cache<?x16xbf16>, tensor<2x4xi32>, tensor<2xi32>, tensor<16x128x512xbf16>, tensor<16x512x128xbf16> -> tensor<2x16x128xbf16>
   return
 }
+
+// -----
+
+func.func @linear_features(%x: tensor<4x2048xbf16>, %w: tensor<576x1024xbf16>) {
+  // expected-error @+1 {{expected dimension 1 of 'weight' (input features of 'input') to be 2048, got 1024}}
+  %0 = mla.linear %x, %w : tensor<4x2048xbf16>, tensor<576x1024xbf16> -> tensor<4x576xbf16>
+  return
+}
+
+// -----
+
+func.func @linear_out(%x: tensor<4x2048xbf16>, %w: tensor<576x2048xbf16>) {
+  // expected-error @+1 {{expected dimension 1 of 'result' (output features of 'weight') to be 576, got 512}}
+  %0 = mla.linear %x, %w : tensor<4x2048xbf16>, tensor<576x2048xbf16> -> tensor<4x512xbf16>
+  return
+}
+
+// -----
+
+func.func @rms_norm_weight(%x: tensor<4x512xbf16>, %g: tensor<256xbf16>) {
+  // expected-error @+1 {{expected dimension 0 of 'weight' (features) to be 512, got 256}}
+  %0 = mla.rms_norm %x, %g : tensor<4x512xbf16>, tensor<256xbf16>
+  return
+}
+
+// -----
+
+func.func @rms_norm_eps(%x: tensor<4x512xbf16>, %g: tensor<512xbf16>) {
+  // expected-error @+1 {{expected a positive epsilon}}
+  %0 = mla.rms_norm %x, %g {epsilon = 0.0 : f32} : tensor<4x512xbf16>, tensor<512xbf16>
+  return
+}

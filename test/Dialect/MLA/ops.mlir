@@ -147,3 +147,17 @@ func.func @monolithic_and_fused(%q: tensor<4x16x192xbf16>, %kv_c: tensor<4x512xb
       : tensor<4x16x576xbf16>, !mla.kv_cache<?x64xbf16>, tensor<4x8xi32>, tensor<4xi32> -> tensor<4x16x512xbf16>
   return %a, %p, %f : tensor<4x16x128xbf16>, tensor<4x16x128xbf16>, tensor<4x16x512xbf16>
 }
+
+// -----
+
+// CHECK-LABEL: func.func @dense
+func.func @dense(%x: tensor<?x2048xbf16>, %w: tensor<576x2048xbf16>, %g: tensor<512xbf16>, %c: tensor<?x512xbf16>)
+    -> (tensor<?x576xbf16>, tensor<?x512xbf16>, tensor<?x512xbf16>) {
+  // CHECK: mla.linear %{{.*}}, %{{.*}} : tensor<?x2048xbf16>, tensor<576x2048xbf16> -> tensor<?x576xbf16>
+  %y = mla.linear %x, %w : tensor<?x2048xbf16>, tensor<576x2048xbf16> -> tensor<?x576xbf16>
+  // CHECK: mla.rms_norm %{{.*}}, %{{.*}} : tensor<?x512xbf16>, tensor<512xbf16>
+  %n = mla.rms_norm %c, %g : tensor<?x512xbf16>, tensor<512xbf16>
+  // CHECK: mla.rms_norm %{{.*}}, %{{.*}} {epsilon = 9.99999974E-6 : f32} : tensor<?x512xbf16>, tensor<512xbf16>
+  %m = mla.rms_norm %c, %g {epsilon = 1.0e-5 : f32} : tensor<?x512xbf16>, tensor<512xbf16>
+  return %y, %n, %m : tensor<?x576xbf16>, tensor<?x512xbf16>, tensor<?x512xbf16>
+}

@@ -1,0 +1,42 @@
+// Embedding check: parse mla IR, run mla-extract-kv-update, verify the result.
+#include "mla/InitAll.h"
+#include "mla/IR/MLAOps.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/DialectRegistry.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Parser/Parser.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassRegistry.h"
+
+#include <cstdio>
+
+static const char *kModule = R"mlir(
+func.func @step(%q: tensor<2x16x192xbf16>, %c: tensor<2x512xbf16>, %p: tensor<2x64xbf16>,
+                %s: tensor<2xi64>, %cache: !mla.kv_cache<?x16xbf16>, %bt: tensor<2x4xi32>,
+                %sl: tensor<2xi32>, %wk: tensor<16x128x512xbf16>, %wv: tensor<16x512x128xbf16>)
+    -> tensor<2x16x128xbf16> {
+  %o = mla.attention decode %q, %c, %p, %s into %cache[%bt, %sl] weights(%wk, %wv) softmax_scale = 0.1
+      : tensor<2x16x192xbf16>, tensor<2x512xbf16>, tensor<2x64xbf16>, tensor<2xi64> into !mla.kv_cache<?x16xbf16>,
+        tensor<2x4xi32>, tensor<2xi32>, tensor<16x128x512xbf16>, tensor<16x512x128xbf16> -> tensor<2x16x128xbf16>
+  return %o : tensor<2x16x128xbf16>
+}
+)mlir";
+
+int main() {
+  mlir::DialectRegistry registry;
+  mlir::mla::registerAllDialects(registry);
+  mlir::mla::registerAllPasses();
+  mlir::MLIRContext context(registry);
+  auto module = mlir::parseSourceString<mlir::ModuleOp>(kModule, &context);
+  if (!module)
+    return 1;
+  auto pm = mlir::PassManager::on<mlir::ModuleOp>(&context);
+  if (mlir::failed(mlir::parsePassPipeline("mla-extract-kv-update", pm)) ||
+      mlir::failed(pm.run(*module)))
+    return 1;
+  int updates = 0;
+  module->walk([&](mlir::mla::KVCacheUpdateOp) { ++updates; });
+  std::printf("kv_cache_update ops after extraction: %d\n", updates);
+  return updates == 1 ? 0 : 1;
+}
