@@ -34,10 +34,13 @@ def MLA_Dialect : Dialect {
       `mla-eliminate-kv-updates` deletes them.
     - A function argument of cache type carrying `mla.noalias` does not share
       storage with any other cache argument of the same function.
+    - `mla.name = "..."` on a function argument or result names the buffer
+      the runtime binds to it (weights, caches, step metadata).
   }];
   let useDefaultTypePrinterParser = 1;
   let hasOperationAttrVerify = 1;
   let hasRegionArgAttrVerify = 1;
+  let hasRegionResultAttrVerify = 1;
   let extraClassDeclaration = [{
     /// Registers the types of MLATypes.td (where their storage is complete).
     void registerTypes();
@@ -49,6 +52,11 @@ def MLA_Dialect : Dialect {
     /// Unit attribute on a cache argument: no other cache argument aliases it.
     static constexpr ::llvm::StringLiteral getNoAliasAttrName() {
       return ::llvm::StringLiteral("mla.noalias");
+    }
+    /// String attribute on a function argument or result: the name the
+    /// runtime binds a caller buffer by (weights, caches, step data).
+    static constexpr ::llvm::StringLiteral getNameAttrName() {
+      return ::llvm::StringLiteral("mla.name");
     }
   }];
 }

@@ -36,6 +36,25 @@ LogicalResult MLADialect::verifyOperationAttribute(Operation *op,
                          << "'";
 }
 
+/// `mla.name` must be a non-empty string.
+static LogicalResult verifyNameAttr(Operation *op, NamedAttribute attr) {
+  auto name = dyn_cast<StringAttr>(attr.getValue());
+  if (!name || name.getValue().empty())
+    return op->emitError() << "'" << MLADialect::getNameAttrName()
+                           << "' must be a non-empty string";
+  return success();
+}
+
+LogicalResult MLADialect::verifyRegionResultAttribute(Operation *op,
+                                                      unsigned regionIndex,
+                                                      unsigned resultIndex,
+                                                      NamedAttribute attr) {
+  if (attr.getName() == getNameAttrName())
+    return verifyNameAttr(op, attr);
+  return op->emitError() << "unknown mla result attribute '"
+                         << attr.getName().getValue() << "'";
+}
+
 LogicalResult MLADialect::verifyRegionArgAttribute(Operation *op,
                                                    unsigned regionIndex,
                                                    unsigned argIndex,
@@ -57,6 +76,8 @@ LogicalResult MLADialect::verifyRegionArgAttribute(Operation *op,
                              << argIndex << " is " << argType;
     return success();
   }
+  if (attr.getName() == getNameAttrName())
+    return verifyNameAttr(op, attr);
   return op->emitError() << "unknown mla argument attribute '"
                          << attr.getName().getValue() << "'";
 }

@@ -586,3 +586,18 @@ func.func @rms_norm_eps(%x: tensor<4x512xbf16>, %g: tensor<512xbf16>) {
   %0 = mla.rms_norm %x, %g {epsilon = 0.0 : f32} : tensor<4x512xbf16>, tensor<512xbf16>
   return
 }
+
+// -----
+
+// expected-error @+1 {{'mla.name' must be a non-empty string}}
+func.func private @empty_name(tensor<4xi64> {mla.name = ""})
+
+// -----
+
+// expected-error @+1 {{'mla.name' must be a non-empty string}}
+func.func private @name_not_string() -> (tensor<4xi64> {mla.name = 3 : i32})
+
+// -----
+
+// expected-error @+1 {{unknown mla result attribute 'mla.noalias'}}
+func.func private @result_noalias() -> (tensor<4xi64> {mla.noalias})

@@ -22,3 +22,6 @@ func.func private @fp8_ds_mla(!mla.kv_cache<4096x64xf8E4M3FN, fp8_ds_mla>)
 // The discardable attributes of the dialect.
 // CHECK-LABEL: func.func private @marked(!mla.kv_cache<?x16xbf16> {mla.noalias}) attributes {mla.dummy_run}
 func.func private @marked(!mla.kv_cache<?x16xbf16> {mla.noalias}) attributes {mla.dummy_run}
+
+// CHECK-LABEL: func.func private @named(tensor<4xi64> {mla.name = "positions"}) -> (tensor<4x2048xbf16> {mla.name = "hidden_states"})
+func.func private @named(tensor<4xi64> {mla.name = "positions"}) -> (tensor<4x2048xbf16> {mla.name = "hidden_states"})
