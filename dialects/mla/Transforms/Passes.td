@@ -46,4 +46,103 @@ def MLAExtractKVUpdate : Pass<"mla-extract-kv-update"> {
   ];
 }
 
+def MLAEliminateKVUpdates : Pass<"mla-eliminate-kv-updates"> {
+  let summary = "Delete cache updates whose writes cannot be observed";
+  let description = [{
+    Deletes `mla.kv_cache_update` and the write of `mla.rope_kv_cache_update`
+    where no later op and no caller can observe it. Each rule has an option:
+
+    - `dummy-runs`: every update in a function marked `mla.dummy_run` (a
+      warm-up or profile run must leave the cache untouched, vLLM #36282 and
+      #39444). Ops that read *and* write the cache in one kernel
+      (`mla.attention`, `mla.decode_attention_with_update`, or a call with a
+      cache operand) cannot lose their write here; they get a warning, and
+      `mla-verify-kv-order` rejects the function.
+    - `static-empty`: updates that write no row: an empty slot mapping or
+      empty token inputs (static dim 0 == 0), or a slot mapping that is a
+      constant whose entries are all negative.
+    - `duplicates`: an update identical to an earlier one in the same block
+      (same operands, attributes and result types) with no possible write of
+      the cache, or of a cache that may alias it, in between. The later one is
+      deleted; its rotated results, if any, are the earlier op's.
+    - `overwritten`: an update followed in its block by an update of the same
+      cache value with the same slot-mapping value, with no possible read or
+      write of the cache (or an alias) in between: the later write covers
+      every row of the earlier one, so the earlier one is deleted.
+
+    "Possible access" comes from declared effects (mla/Analysis/CacheAccess.h):
+    calls, unregistered ops and region ops containing accesses count; caches
+    that may alias count. Updates nested in `scf.if` or `scf.for` are compared
+    only with updates of their own block. No rule deletes the last write of a
+    cache outside a dummy run, so a write the caller can see always stays.
+
+    When a fused `mla.rope_kv_cache_update` whose rotated results are used
+    loses its write, the rotation stays as `mla.rope`:
+
+    ```mlir
+    func.func @warmup(...) attributes {mla.dummy_run} {
+      %q = mla.rope_kv_cache_update neox %kv_c, %k_pe, %slots into %cache
+          positions(%pos, %cs) rotate_q(%q_pe : tensor<4x16x64xbf16>) : ...
+      mla.kv_cache_update %kv_c, %k_pe, %slots into %cache : ...
+      ...
+    // becomes
+    func.func @warmup(...) attributes {mla.dummy_run} {
+      %q = mla.rope neox %q_pe, %pos, %cs : ...
+      ...
+    ```
+  }];
+  let dependentDialects = ["::mlir::mla::MLADialect"];
+  let options = [
+    Option<"dummyRuns", "dummy-runs", "bool", /*default=*/"true",
+           "Delete every cache update in functions marked mla.dummy_run">,
+    Option<"staticEmpty", "static-empty", "bool", /*default=*/"true",
+           "Delete updates whose slot mapping or tokens are statically empty "
+           "or whose constant slots are all negative">,
+    Option<"duplicates", "duplicates", "bool", /*default=*/"true",
+           "Delete an update that repeats an earlier identical one">,
+    Option<"overwritten", "overwritten", "bool", /*default=*/"true",
+           "Delete an update whose rows a later update with the same slot "
+           "mapping rewrites before any access">
+  ];
+  let statistics = [
+    Statistic<"numDummyRun", "dummy-run-erased",
+              "Number of updates deleted in dummy/profile runs">,
+    Statistic<"numStaticEmpty", "static-empty-erased",
+              "Number of updates deleted that write no row">,
+    Statistic<"numDuplicates", "duplicates-erased",
+              "Number of duplicate updates deleted">,
+    Statistic<"numOverwritten", "overwritten-erased",
+              "Number of updates deleted because a later one rewrites them">
+  ];
+}
+
+def MLAVerifyKVOrder : Pass<"mla-verify-kv-order"> {
+  let summary = "Diagnose cache reads and writes in the wrong order";
+  let description = [{
+    An analysis: it changes nothing and fails with located errors when
+
+    - an op that reads this step's rows from a cache (`mla.decode_attention`
+      or any op declaring a read of the cache, except `mla.prefill_attention`,
+      which takes this step's rows from its fresh inputs) is followed in its
+      block, or after the region op it is nested in, by an op that declares a
+      write of the same cache value: "attention reads cache before the
+      update that writes this step's rows", with a note at the write;
+    - an op inside an `scf.parallel` or `scf.forall` body declares a write of
+      a cache defined outside the loop: the iterations' writes race;
+    - a function marked `mla.dummy_run` may write a cache (declared write, or
+      an op with unknown effects taking a cache operand).
+
+    ```mlir
+    %o = mla.decode_attention %q, %cache[%bt, %sl] softmax_scale = 0.1 : ...
+    // error: attention reads cache before the update that writes this step's rows
+    mla.kv_cache_update %kv_c, %k_pe, %slots into %cache : ...
+    ```
+
+    Reads and writes are the declared ones on the very same cache value: a
+    verifier reports certain bugs, and distinct cache arguments merely *may*
+    alias (for example two layers' caches without `mla.noalias`).
+  }];
+  let dependentDialects = ["::mlir::mla::MLADialect"];
+}
+
 #endif // MLA_TRANSFORMS_PASSES_TD
