@@ -27,8 +27,7 @@ struct FoldQuantizeIntoUpdate : OpRewritePattern<KVCacheUpdateOp> {
   LogicalResult matchAndRewrite(KVCacheUpdateOp update,
                                 PatternRewriter &rewriter) const override {
     if (update.getCache().getType().getLayout() != CacheLayout::per_tensor)
-      return rewriter.notifyMatchFailure(update,
-                                         "not a per-tensor fp8 cache");
+      return rewriter.notifyMatchFailure(update, "not a per-tensor fp8 cache");
     if (update.getScale())
       return rewriter.notifyMatchFailure(update, "already quantises");
     auto quantKvC = update.getKvC().getDefiningOp<QuantizeOp>();
