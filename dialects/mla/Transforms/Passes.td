@@ -143,6 +143,113 @@ def MLAVerifyKVOrder : Pass<"mla-verify-kv-order"> {
     alias (for example two layers' caches without `mla.noalias`).
   }];
   let dependentDialects = ["::mlir::mla::MLADialect"];
+def MLAFuseRopeKVUpdate : Pass<"mla-fuse-rope-kv-update"> {
+  let summary = "Fuse the k_pe rope (and a matching q_pe rope) into the cache update";
+  let description = [{
+    An `mla.rope` whose result is the `k_pe` operand of an
+    `mla.kv_cache_update` becomes part of one `mla.rope_kv_cache_update` that
+    takes the unrotated `k_pe` (vLLM #40392, without a graph split: the
+    write's order is carried by its declared effect). The fused op sits
+    exactly where the update was, so the cache write never moves.
+
+    ```mlir
+    %k = mla.rope neox %k_pe, %pos, %cs : ...
+    %q = mla.rope neox %q_pe, %pos, %cs : ...   // [T, Hq, P]
+    mla.kv_cache_update %kv_c, %k, %slots into %cache : ...
+    // becomes
+    %q = mla.rope_kv_cache_update neox %kv_c, %k_pe, %slots into %cache
+        positions(%pos, %cs) rotate_q(%q_pe : ...) : ... rotated_q ...
+    ```
+
+    Fires only when the k rope is in the update's block. If the rotated k_pe
+    has other users, the fused op also returns it (`rotated_k`) and they use
+    that; they must all come after the update (otherwise, or with
+    `allow-k-pe-result=false`, nothing is fused). With `fuse-q`, one rope of
+    a rank-3 q_pe in the same block with the same positions, table and style
+    is folded in (the earliest one that qualifies): its operands must
+    dominate the update and all its users must come after it. q_pe is
+    rotated for every token whatever its slot, as in the unfused program.
+  }];
+  let options = [
+    Option<"allowKPeResult", "allow-k-pe-result", "bool", /*default=*/"true",
+           "Fuse even if the rotated k_pe has other users (the fused op then "
+           "returns it); when false such ropes are left alone">,
+    Option<"fuseQ", "fuse-q", "bool", /*default=*/"true",
+           "Fold a q_pe rope with the same positions, table and style into "
+           "the fused op">
+  ];
+  let dependentDialects = ["::mlir::mla::MLADialect"];
+  let statistics = [
+    Statistic<"numFused", "fused", "Number of rope + update pairs fused">,
+    Statistic<"numQFolded", "q-folded", "Number of q_pe ropes folded in">
+  ];
+}
+
+def MLAFuseKVUpdateQuant : Pass<"mla-fuse-kv-update-quant"> {
+  let summary = "Fold fp8 quantisation of kv_c and k_pe into the cache update";
+  let description = [{
+    When both `kv_c` and `k_pe` of an `mla.kv_cache_update` into a
+    `per_tensor` fp8 cache are `mla.quantize` results with the same scale
+    value, the update takes the float inputs and quantises them itself with
+    that `scale` (one kernel reads the float rows once).
+
+    ```mlir
+    %c8 = mla.quantize %kv_c, %s : tensor<4x512xbf16> -> tensor<4x512xf8E4M3FN>
+    %p8 = mla.quantize %k_pe, %s : tensor<4x64xbf16> -> tensor<4x64xf8E4M3FN>
+    mla.kv_cache_update %c8, %p8, %slots into %cache : ...
+    // becomes
+    mla.kv_cache_update %kv_c, %k_pe, %slots into %cache scale %s : ...
+    ```
+
+    The quantize ops stay while they have other users. It refuses when the
+    two scales are different values, when only one input is quantised, when
+    the two float inputs have different element types, and for any cache
+    layout other than `per_tensor`. `mla.rope_kv_cache_update` never takes
+    fp8 inputs (its k_pe is rotated, so it is float), so there is nothing to
+    fold there: run this pass before `mla-fuse-rope-kv-update`, which then
+    carries the scale into the fused op.
+  }];
+  let dependentDialects = ["::mlir::mla::MLADialect"];
+  let statistics = [
+    Statistic<"numFused", "fused", "Number of updates that now quantise">
+  ];
+}
+
+def MLAFuseKVUpdateIntoAttention : Pass<"mla-fuse-kv-update-into-attention"> {
+  let summary = "Fold a cache update into the decode attention that reads it";
+  let description = [{
+    For targets whose decode attention kernel can write the step's rows
+    itself, an `mla.kv_cache_update` and the latent-form
+    `mla.decode_attention` (no `absorb`, no `q_scale`) that reads the same
+    cache value become one `mla.decode_attention_with_update` at the
+    attention's position; the update is erased.
+
+    ```mlir
+    mla.kv_cache_update %kv_c, %k_pe, %slots into %cache : ...
+    %o = mla.decode_attention %q, %cache[%bt, %sl] softmax_scale = 0.1 : ...
+    // becomes (with target=cuda-sm90)
+    %o = mla.decode_attention_with_update %q, %cache[%bt, %sl]
+        update(%kv_c, %k_pe, %slots : ...) softmax_scale = 0.1 : ...
+    ```
+
+    Moving the write down to the attention is legal only if no op in between
+    may read or write that cache or one that may alias it (declared effects;
+    calls and unknown ops may access every cache), both ops are in one block,
+    and a per-tensor fp8 write and read use the same scale value.
+
+    `target` is the target's declaration of its kernel's ability: `cuda-sm90`
+    can write the rows inside attention; `cpu` (the default) cannot, and then
+    the pass changes nothing. Other names are an error.
+  }];
+  let options = [
+    Option<"target", "target", "std::string", /*default=*/"\"cpu\"",
+           "Target whose decode attention kernel may write the cache: "
+           "'cuda-sm90' (fuses) or 'cpu' (does not)">
+  ];
+  let dependentDialects = ["::mlir::mla::MLADialect"];
+  let statistics = [
+    Statistic<"numFused", "fused", "Number of updates folded into attention">
+  ];
 }
 
 #endif // MLA_TRANSFORMS_PASSES_TD
