@@ -51,7 +51,8 @@ struct LiftQPrep : OpRewritePattern<DecodeAttentionOp> {
     Location loc = op.getLoc();
     KVCacheType cache = op.getCache().getType();
     int64_t rope = cache.getRopeDim(), latent = cache.getLatentRank();
-    OpFoldResult zero = rewriter.getIndexAttr(0), one = rewriter.getIndexAttr(1);
+    OpFoldResult zero = rewriter.getIndexAttr(0),
+                 one = rewriter.getIndexAttr(1);
     OpFoldResult batch = tensor::getMixedSize(rewriter, loc, q, 0);
     OpFoldResult heads = tensor::getMixedSize(rewriter, loc, q, 1);
     OpFoldResult nope = nopeWidth(rewriter, loc, q, wUk, rope);
