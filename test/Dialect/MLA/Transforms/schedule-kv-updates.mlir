@@ -395,3 +395,30 @@ func.func @nested_block(%q: tensor<4x16x64xbf16>, %kv_c: tensor<4x512xbf16>, %k_
   %qb = arith.negf %r : tensor<4x16x64xbf16>
   return %qb : tensor<4x16x64xbf16>
 }
+
+// -----
+
+// A use of the rotated q_pe nested in a region op also holds the fused update
+// (late): it stays above the scf.if although nothing there touches the cache.
+// Early, it hoists above the pure op as usual.
+// CHECK-LABEL: func.func @rope_update_nested_user
+// CHECK-SAME: %[[C:arg[0-9]+]]: !mla.kv_cache<?x64xbf16>,
+// EARLY-NEXT: %[[QR:.*]] = mla.rope_kv_cache_update neox {{.*}} into %[[C]]
+// CHECK-NEXT: %[[QA:.*]] = arith.negf
+// LATE-NEXT: %[[QR:.*]] = mla.rope_kv_cache_update neox {{.*}} into %[[C]]
+// CHECK-NEXT: %[[R:.*]] = scf.if
+// CHECK-NEXT: arith.negf %[[QR]]
+func.func @rope_update_nested_user(%cond: i1, %kv_c: tensor<4x512xbf16>, %k_pe: tensor<4x64xbf16>, %slots: tensor<4xi64>,
+                                   %cache: !mla.kv_cache<?x64xbf16>, %pos: tensor<4xi64>, %cs: tensor<8192x64xf32>,
+                                   %q_pe: tensor<4x16x64xbf16>) -> (tensor<4x16x64xbf16>, tensor<4x16x64xbf16>) {
+  %qa = arith.negf %q_pe : tensor<4x16x64xbf16>
+  %qr = mla.rope_kv_cache_update neox %kv_c, %k_pe, %slots into %cache positions(%pos, %cs) rotate_q(%q_pe : tensor<4x16x64xbf16>)
+      : tensor<4x512xbf16>, tensor<4x64xbf16>, tensor<4xi64> into !mla.kv_cache<?x64xbf16>, tensor<4xi64>, tensor<8192x64xf32> rotated_q tensor<4x16x64xbf16>
+  %r = scf.if %cond -> (tensor<4x16x64xbf16>) {
+    %n = arith.negf %qr : tensor<4x16x64xbf16>
+    scf.yield %n : tensor<4x16x64xbf16>
+  } else {
+    scf.yield %q_pe : tensor<4x16x64xbf16>
+  }
+  return %qa, %r : tensor<4x16x64xbf16>, tensor<4x16x64xbf16>
+}
