@@ -10,6 +10,14 @@
 
 namespace mlir::mla {
 
+/// Where `mla-schedule-kv-updates` places each cache update.
+enum class KVUpdateSchedule {
+  /// As soon as its operands and the cache allow.
+  Early,
+  /// Just before the next access to its cache (or the end of the block).
+  Late,
+};
+
 #define GEN_PASS_DECL
 #include "mla/Transforms/Passes.h.inc"
 
