@@ -316,12 +316,11 @@ Status BlockManager::buildSlotMapping(const ScheduledChunk *chunks,
 StatusOr<std::vector<int64_t>>
 BlockManager::buildSlotMapping(const std::vector<ScheduledChunk> &chunks,
                                int64_t paddedLength) const {
-  int64_t total = 0;
-  for (const ScheduledChunk &c : chunks)
-    total += c.count;
-  std::vector<int64_t> out(size_t(std::max(total, paddedLength)));
+  if (paddedLength < 0)
+    return invalidArgument("buildSlotMapping: negative padded length");
+  std::vector<int64_t> out(static_cast<size_t>(paddedLength));
   MLART_RETURN_IF_ERROR(buildSlotMapping(chunks.data(), int64_t(chunks.size()),
-                                         int64_t(out.size()), out.data()));
+                                         paddedLength, out.data()));
   return out;
 }
 

@@ -115,7 +115,7 @@ public:
   /// slot = table[pos / blockSize] * blockSize + pos % blockSize.
   Status buildSlotMapping(const ScheduledChunk *chunks, int64_t numChunks,
                           int64_t paddedLength, int64_t *out) const;
-  /// Same, into a new vector of exactly the scheduled tokens plus padding.
+  /// Same, into a new vector of `paddedLength` entries.
   StatusOr<std::vector<int64_t>>
   buildSlotMapping(const std::vector<ScheduledChunk> &chunks,
                    int64_t paddedLength) const;
