@@ -111,6 +111,12 @@ TEST(Rope, RejectsMismatchedTables) {
                       nullptr)
                 .code(),
             StatusCode::InvalidArgument);
+  HostTensor ok(DType::F32, {2, 8});
+  EXPECT_EQ(cpuKernelLibrary()
+                .rope({ok.ref, positions.ref, table.ref, RopeStyle(7)},
+                      nullptr)
+                .code(),
+            StatusCode::InvalidArgument);
   HostTensor x2(DType::F32, {3, 8});
   EXPECT_EQ(cpuKernelLibrary()
                 .rope({x2.ref, positions.ref, table.ref, RopeStyle::NeoX},

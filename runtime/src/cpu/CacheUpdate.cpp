@@ -1,7 +1,7 @@
 //===- CacheUpdate.cpp - CPU kernel: write kv_c and k_pe into cache rows --===//
-#include "CacheWrite.h"
-#include "CpuKernels.h"
-#include "TensorAccess.h"
+#include "cpu/CacheWrite.h"
+#include "cpu/CpuKernels.h"
+#include "cpu/IndexAccess.h"
 
 namespace mlart::cpu {
 

@@ -1,7 +1,8 @@
 //===- CacheWrite.cpp - Validation and row encoding of cache writes -------===//
-#include "CacheWrite.h"
+#include "cpu/CacheWrite.h"
 
-#include "TensorAccess.h"
+#include "cpu/IndexAccess.h"
+#include "cpu/TensorAccess.h"
 
 #include <algorithm>
 #include <cfloat>
@@ -19,9 +20,9 @@ Status checkInputType(const TensorRef &t, const char *name,
     if (t.dtype != desc.dtype)
       return invalidArgument(std::string(name) + " must have the cache dtype " +
                              dtypeName(desc.dtype) + ", got " + t.describe());
-  } else if (!isActivationType(t.dtype)) {
+  } else if (!isActivationType(t.dtype) && t.dtype != DType::F64) {
     return invalidArgument(std::string(name) +
-                           " must be f32, f16 or bf16 for an fp8 cache, got " +
+                           " must be a float type for an fp8 cache, got " +
                            t.describe());
   }
   return Status::success();

@@ -1,5 +1,5 @@
 //===- CpuKernelLibrary.cpp - The CPU KernelLibrary over the free kernels -===//
-#include "CpuKernels.h"
+#include "cpu/CpuKernels.h"
 
 namespace mlart {
 

@@ -5,7 +5,7 @@
 // deleted when the branches merge.
 //
 //===----------------------------------------------------------------------===//
-#include "CpuKernels.h"
+#include "cpu/CpuKernels.h"
 
 namespace mlart::cpu {
 

@@ -1,6 +1,7 @@
 //===- QConcat.cpp - CPU kernel: assemble the absorbed decode query -------===//
-#include "CpuKernels.h"
-#include "TensorAccess.h"
+#include "cpu/CpuKernels.h"
+#include "cpu/IndexAccess.h"
+#include "cpu/TensorAccess.h"
 
 #include <cstring>
 #include <string>

@@ -1,6 +1,7 @@
 //===- Quantize.cpp - CPU kernel: saturating fp8 e4m3fn quantisation ------===//
-#include "CpuKernels.h"
-#include "TensorAccess.h"
+#include "cpu/CpuKernels.h"
+#include "cpu/IndexAccess.h"
+#include "cpu/TensorAccess.h"
 
 #include <cmath>
 #include <string>

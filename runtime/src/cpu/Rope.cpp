@@ -1,11 +1,12 @@
 //===- Rope.cpp - CPU kernel: rotary embedding in place -------------------===//
-#include "CpuKernels.h"
-#include "RopeMath.h"
+#include "cpu/CpuKernels.h"
+#include "cpu/RopeMath.h"
 
 namespace mlart::cpu {
 
 Status rope(const RopeArgs &args) {
   const TensorRef &x = args.x;
+  MLART_RETURN_IF_ERROR(checkRopeStyle(args.style));
   MLART_RETURN_IF_ERROR(checkRopeOperand(x, "x", true, true));
   const int64_t ropeDim = x.sizes[x.rank - 1];
   MLART_RETURN_IF_ERROR(

@@ -9,10 +9,10 @@
 // the cache untouched.
 //
 //===----------------------------------------------------------------------===//
-#include "CacheWrite.h"
-#include "CpuKernels.h"
-#include "RopeMath.h"
-#include "TensorAccess.h"
+#include "cpu/CacheWrite.h"
+#include "cpu/CpuKernels.h"
+#include "cpu/RopeMath.h"
+#include "cpu/IndexAccess.h"
 
 #include <cstring>
 #include <string>
@@ -21,6 +21,7 @@ namespace mlart::cpu {
 
 Status ropeCacheUpdate(const RopeCacheUpdateArgs &args) {
   int64_t numTokens = 0;
+  MLART_RETURN_IF_ERROR(checkRopeStyle(args.style));
   MLART_RETURN_IF_ERROR(checkRopeOperand(args.kPe, "k_pe", true, false));
   MLART_RETURN_IF_ERROR(validateRopeTables(args.positions, args.cosSin,
                                            args.kPe.sizes[0],

@@ -1,11 +1,18 @@
 //===- RopeMath.cpp - Rotary-embedding checks and row rotation ------------===//
-#include "RopeMath.h"
+#include "cpu/RopeMath.h"
 
-#include "TensorAccess.h"
+#include "cpu/IndexAccess.h"
+#include "cpu/TensorAccess.h"
 
 #include <string>
 
 namespace mlart::cpu {
+
+Status checkRopeStyle(RopeStyle style) {
+  if (style != RopeStyle::GptJ && style != RopeStyle::NeoX)
+    return invalidArgument("unknown rope style " + std::to_string(int(style)));
+  return Status::success();
+}
 
 Status validateRopeTables(const TensorRef &positions, const TensorRef &cosSin,
                           int64_t numTokens, int64_t ropeDim) {

@@ -11,6 +11,10 @@
 
 namespace mlart::cpu {
 
+/// Fails unless `style` is one of the RopeStyle values (the C API passes
+/// plain integers).
+Status checkRopeStyle(RopeStyle style);
+
 /// Checks positions [numTokens] and cosSin [maxPos, ropeDim] f32, and that
 /// every position is in [0, maxPos).
 Status validateRopeTables(const TensorRef &positions, const TensorRef &cosSin,

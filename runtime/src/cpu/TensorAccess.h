@@ -1,63 +1,171 @@
-//===- TensorAccess.h - Element access helpers for CPU kernels (internal) -===//
+//===- TensorAccess.h - Float row access and checks for CPU kernels -----===//
+//
+// The CPU reference kernels compute in float whatever the storage type is.
+// These helpers move one contiguous innermost row between a TensorRef and a
+// float buffer with the dtype switch hoisted out of the element loop, and
+// hold the argument checks several kernels repeat.
+//
+//===----------------------------------------------------------------------===//
 #ifndef MLART_CPU_TENSORACCESS_H
 #define MLART_CPU_TENSORACCESS_H
 
-#include "mlart/Status.h"
-#include "mlart/TensorRef.h"
+#include "mlart/Kernels.h"
 
 #include <cstdint>
 #include <string>
 
 namespace mlart::cpu {
 
-/// True for the element types kernels accept as floating-point activations.
+/// True for the activation types the kernels read and write (bf16, f16, f32).
 inline bool isActivationType(DType t) {
   return t == DType::F32 || t == DType::F16 || t == DType::BF16;
 }
 
-/// Checks that an index tensor (slots, positions) is rank 1, i32 or i64.
-inline Status checkIndexTensor(const TensorRef &t, const char *name) {
-  if (!t.present())
-    return invalidArgument(std::string(name) + " is missing");
-  if (t.rank != 1 || t.sizes[0] < 0)
-    return invalidArgument(std::string(name) + " must be a 1-D tensor, got " +
-                           t.describe());
-  if (t.dtype != DType::I32 && t.dtype != DType::I64)
-    return invalidArgument(std::string(name) + " must be i32 or i64, got " +
-                           t.describe());
+/// checkTensor plus a bf16/f16/f32 element type.
+inline Status checkFloatTensor(const TensorRef &t, const char *name, int rank) {
+  MLART_RETURN_IF_ERROR(checkTensor(t, name, rank));
+  if (!isActivationType(t.dtype))
+    return invalidArgument(std::string(name) +
+                           " must be bf16, f16 or f32, got " + t.describe());
   return Status::success();
 }
 
-/// Element i of a 1-D i32/i64 tensor (any stride).
-inline int64_t loadIndex(const TensorRef &t, int64_t i) {
-  const int64_t off = i * t.strides[0];
-  if (t.dtype == DType::I32)
-    return static_cast<const int32_t *>(t.data)[off];
-  return static_cast<const int64_t *>(t.data)[off];
+/// checkTensor plus an exact dtype.
+inline Status checkTypedTensor(const TensorRef &t, const char *name, int rank,
+                               DType dtype) {
+  MLART_RETURN_IF_ERROR(checkTensor(t, name, rank));
+  if (t.dtype != dtype)
+    return invalidArgument(std::string(name) + " must be " + dtypeName(dtype) +
+                           ", got " + t.describe());
+  return Status::success();
 }
 
-/// Byte pointer to row `t` of a rank-2 tensor, or row (t, h) of a rank-3 one.
-inline uint8_t *rowPtr(const TensorRef &x, int64_t t, int64_t h = 0) {
-  int64_t off = t * x.strides[0];
-  if (x.rank == 3)
-    off += h * x.strides[1];
-  return x.bytesAt(off);
+/// Fails unless dimension `dim` of `t` has size `expected`.
+inline Status checkDim(const TensorRef &t, const char *name, int dim,
+                       int64_t expected) {
+  if (t.sizes[dim] != expected)
+    return invalidArgument(std::string(name) + " dimension " +
+                           std::to_string(dim) + " must be " +
+                           std::to_string(expected) + ", got " + t.describe());
+  return Status::success();
 }
 
-/// Calls f(elementOffset) for every element of `t` in row-major order.
-template <typename F> void forEachElement(const TensorRef &t, F &&f) {
-  int64_t sizes[kMaxRank] = {1, 1, 1, 1};
-  int64_t strides[kMaxRank] = {0, 0, 0, 0};
-  // Right-align the dimensions so that one 4-deep loop covers ranks 0..4.
-  for (int d = 0; d < t.rank; ++d) {
-    sizes[kMaxRank - t.rank + d] = t.sizes[d];
-    strides[kMaxRank - t.rank + d] = t.strides[d];
+/// dst[i] = t[elementOffset + i] for i < n (the innermost stride is 1).
+inline void loadRow(const TensorRef &t, int64_t elementOffset, int64_t n,
+                    float *dst) {
+  const void *base = t.bytesAt(elementOffset);
+  switch (t.dtype) {
+  case DType::F32: {
+    const float *src = static_cast<const float *>(base);
+    for (int64_t i = 0; i < n; ++i)
+      dst[i] = src[i];
+    return;
   }
-  for (int64_t a = 0; a < sizes[0]; ++a)
-    for (int64_t b = 0; b < sizes[1]; ++b)
-      for (int64_t c = 0; c < sizes[2]; ++c)
-        for (int64_t d = 0; d < sizes[3]; ++d)
-          f(a * strides[0] + b * strides[1] + c * strides[2] + d * strides[3]);
+  case DType::BF16: {
+    const uint16_t *src = static_cast<const uint16_t *>(base);
+    for (int64_t i = 0; i < n; ++i)
+      dst[i] = bf16ToFloat(src[i]);
+    return;
+  }
+  default:
+    for (int64_t i = 0; i < n; ++i)
+      dst[i] = loadAsFloat(base, t.dtype, size_t(i));
+    return;
+  }
+}
+
+/// t[elementOffset + i] = round(src[i]) for i < n.
+inline void storeRow(const TensorRef &t, int64_t elementOffset, int64_t n,
+                     const float *src) {
+  void *base = t.bytesAt(elementOffset);
+  if (t.dtype == DType::F32) {
+    float *dst = static_cast<float *>(base);
+    for (int64_t i = 0; i < n; ++i)
+      dst[i] = src[i];
+    return;
+  }
+  for (int64_t i = 0; i < n; ++i)
+    storeFromFloat(base, t.dtype, size_t(i), src[i]);
+}
+
+/// Element `i` of a rank-1 i32 tensor.
+inline int32_t loadI32(const TensorRef &t, int64_t i) {
+  return static_cast<const int32_t *>(t.data)[i * t.strides[0]];
+}
+
+/// Element (i, j) of a rank-2 i32 tensor.
+inline int32_t loadI32(const TensorRef &t, int64_t i, int64_t j) {
+  return static_cast<const int32_t *>(t.data)[i * t.strides[0] + j];
+}
+
+/// Dot product with eight independent accumulators: without -ffast-math the
+/// compiler may not reorder a float reduction, so we split it by hand to let
+/// it vectorize.
+inline float dot(const float *a, const float *b, int64_t n) {
+  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int k = 0; k < 8; ++k)
+      acc[k] += a[i + k] * b[i + k];
+  for (; i < n; ++i)
+    acc[0] += a[i] * b[i];
+  return ((acc[0] + acc[1]) + (acc[2] + acc[3])) +
+         ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+}
+
+/// y[i] += a * x[i].
+inline void axpy(float a, const float *x, float *y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i)
+    y[i] += a * x[i];
+}
+
+/// Validates a paged-cache read: the cache itself, blockTable [batch,
+/// maxBlocks] i32 and lens [batch] i32 with every length in
+/// [0, maxBlocks * blockSize] and every block id a length uses in
+/// [0, numBlocks). Entries past ceil(len / blockSize) are never looked at, so
+/// callers may leave them stale.
+inline Status checkPagedRead(const KVCacheRef &cache,
+                             const TensorRef &blockTable, const TensorRef &lens,
+                             const char *lensName, int64_t batch) {
+  MLART_RETURN_IF_ERROR(cache.desc.validate());
+  if (cache.data == nullptr)
+    return invalidArgument("cache data is missing");
+  MLART_RETURN_IF_ERROR(
+      checkTypedTensor(blockTable, "blockTable", 2, DType::I32));
+  MLART_RETURN_IF_ERROR(checkTypedTensor(lens, lensName, 1, DType::I32));
+  MLART_RETURN_IF_ERROR(checkDim(blockTable, "blockTable", 0, batch));
+  MLART_RETURN_IF_ERROR(checkDim(lens, lensName, 0, batch));
+  const int64_t maxBlocks = blockTable.sizes[1];
+  const int64_t blockSize = cache.desc.blockSize;
+  for (int64_t b = 0; b < batch; ++b) {
+    const int64_t len = loadI32(lens, b);
+    if (len < 0 || len > maxBlocks * blockSize)
+      return outOfRange(std::string(lensName) + "[" + std::to_string(b) +
+                        "] = " + std::to_string(len) + " is outside [0, " +
+                        std::to_string(maxBlocks * blockSize) + "]");
+    const int64_t usedBlocks = (len + blockSize - 1) / blockSize;
+    for (int64_t j = 0; j < usedBlocks; ++j) {
+      const int64_t id = loadI32(blockTable, b, j);
+      if (id < 0 || id >= cache.desc.numBlocks)
+        return outOfRange(
+            "blockTable[" + std::to_string(b) + ", " + std::to_string(j) +
+            "] = " + std::to_string(id) + " is not a block of a " +
+            std::to_string(cache.desc.numBlocks) + "-block cache");
+    }
+  }
+  return Status::success();
+}
+
+/// Start of the cache row of token `pos` of a sequence whose pages are row
+/// `seq` of blockTable (already validated by checkPagedRead).
+inline const uint8_t *pagedRow(const KVCacheRef &cache,
+                               const TensorRef &blockTable, int64_t seq,
+                               int64_t pos) {
+  const int64_t blockSize = cache.desc.blockSize;
+  const int64_t block = loadI32(blockTable, seq, pos / blockSize);
+  const int64_t slot = block * blockSize + pos % blockSize;
+  return static_cast<const uint8_t *>(cache.data) +
+         slot * cache.desc.rowBytes();
 }
 
 } // namespace mlart::cpu
