@@ -99,7 +99,7 @@ TEST_F(PrefixCacheGuard, StaleSlotMappingIntoCachedBlocksIsRefused) {
   EXPECT_EQ(cacheBytes(*cache), before);
 
   // The fused rope + update path is guarded the same way and leaves q_pe.
-  HostTensor table = cosSinTable(64, 64, 10000.0);
+  const HostTensor &table = cosSinTable(64, 64, 10000.0);
   HostTensor kvC(DType::BF16, {2, 512}), kPe(DType::BF16, {2, 64}),
       qPe(DType::BF16, {2, 4, 64});
   fillRandom(kvC, rng);

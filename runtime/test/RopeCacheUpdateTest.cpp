@@ -47,7 +47,7 @@ TEST_P(RopeCacheUpdateGrid, EqualsRopeThenUpdate) {
   ASSERT_TRUE(fusedCache.fill(kPoison).ok());
   ASSERT_TRUE(refCache.fill(kPoison).ok());
 
-  HostTensor table = cosSinTable(maxPos, rope, 10000.0);
+  const HostTensor &table = cosSinTable(maxPos, rope, 10000.0);
   HostTensor kvC(DType::BF16, {tokens, latent});
   HostTensor kPe(DType::BF16, {tokens, rope});
   HostTensor qPe(DType::BF16, {tokens, qHeads, rope});
@@ -138,7 +138,7 @@ TEST(RopeCacheUpdate, NegativeSlotTokensAreRotatedButNotStored) {
   ASSERT_TRUE(cache.fill(kPoison).ok());
   const std::vector<uint8_t> before = cacheBytes(cache);
   std::mt19937 rng(9);
-  HostTensor table = cosSinTable(64, 64, 10000.0);
+  const HostTensor &table = cosSinTable(64, 64, 10000.0);
   HostTensor kvC(DType::BF16, {3, 512}), kPe(DType::BF16, {3, 64}),
       qPe(DType::BF16, {3, 2, 64});
   fillRandom(kvC, rng);
@@ -179,7 +179,7 @@ TEST(RopeCacheUpdate, ErrorsLeaveEverythingUntouched) {
   ASSERT_TRUE(cache.fill(kPoison).ok());
   const std::vector<uint8_t> before = cacheBytes(cache);
   std::mt19937 rng(10);
-  HostTensor table = cosSinTable(64, 64, 10000.0);
+  const HostTensor &table = cosSinTable(64, 64, 10000.0);
   HostTensor kvC(DType::BF16, {2, 512}), kPe(DType::BF16, {2, 64}),
       qPe(DType::BF16, {2, 4, 64});
   fillRandom(kvC, rng);

@@ -20,7 +20,7 @@ TEST_P(RopeGrid, MatchesFloat64Reference) {
   const auto [neox, dtype, rope] = GetParam();
   const int64_t tokens = 13, heads = 3, maxPos = 8192;
   std::mt19937 rng(unsigned(rope) + (neox ? 1u : 0u));
-  HostTensor table = cosSinTable(maxPos, rope, 10000.0);
+  const HostTensor &table = cosSinTable(maxPos, rope, 10000.0);
   HostTensor x(dtype, {tokens, heads, rope});
   fillRandom(x, rng);
   const HostTensor original = x;
@@ -65,7 +65,7 @@ INSTANTIATE_TEST_SUITE_P(
     });
 
 TEST(Rope, PositionZeroIsIdentityAndStylesDiffer) {
-  HostTensor table = cosSinTable(16, 8, 10000.0);
+  const HostTensor &table = cosSinTable(16, 8, 10000.0);
   HostTensor x(DType::F32, {2, 8});
   for (int64_t i = 0; i < 16; ++i)
     x.set(i, float(i + 1));
@@ -87,7 +87,7 @@ TEST(Rope, PositionZeroIsIdentityAndStylesDiffer) {
 }
 
 TEST(Rope, OutOfRangePositionIsAnErrorAndWritesNothing) {
-  HostTensor table = cosSinTable(16, 8, 10000.0);
+  const HostTensor &table = cosSinTable(16, 8, 10000.0);
   HostTensor x(DType::F32, {3, 2, 8});
   std::mt19937 rng(3);
   fillRandom(x, rng);
@@ -103,7 +103,7 @@ TEST(Rope, OutOfRangePositionIsAnErrorAndWritesNothing) {
 }
 
 TEST(Rope, RejectsMismatchedTables) {
-  HostTensor table = cosSinTable(16, 8, 10000.0);
+  const HostTensor &table = cosSinTable(16, 8, 10000.0);
   HostTensor x(DType::F32, {2, 16});
   HostTensor positions = indexTensor({0, 1});
   EXPECT_EQ(cpuKernelLibrary()

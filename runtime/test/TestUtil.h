@@ -10,8 +10,10 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <map>
 #include <numeric>
 #include <random>
+#include <tuple>
 #include <vector>
 
 namespace mlart::test {
@@ -97,8 +99,16 @@ inline std::vector<uint8_t> cacheBytes(const KVCache &cache) {
 }
 
 /// cos/sin table [maxPos, rope] f32 (cos first half), base^(-2i/rope).
-inline HostTensor cosSinTable(int64_t maxPos, int64_t rope, double base) {
-  HostTensor t(DType::F32, {maxPos, rope});
+/// Memoised: the fused-kernel grid asks for the same 8192-row tables often.
+inline const HostTensor &cosSinTable(int64_t maxPos, int64_t rope,
+                                     double base) {
+  static std::map<std::tuple<int64_t, int64_t, double>, HostTensor> memo;
+  auto key = std::make_tuple(maxPos, rope, base);
+  auto it = memo.find(key);
+  if (it != memo.end())
+    return it->second;
+  HostTensor &t = memo[key];
+  t = HostTensor(DType::F32, {maxPos, rope});
   float *p = reinterpret_cast<float *>(t.bytes.data());
   for (int64_t pos = 0; pos < maxPos; ++pos)
     for (int64_t i = 0; i < rope / 2; ++i) {

@@ -81,9 +81,12 @@ mlart_tensor mlart_tensor_contiguous(void *data, mlart_dtype dtype,
   mlart_tensor t = {};
   t.data = data;
   t.dtype = dtype;
-  t.rank = rank < 0 ? 0 : (rank > MLART_MAX_RANK ? MLART_MAX_RANK : rank);
+  // An out-of-range rank is kept so that the kernel call reports it.
+  t.rank = rank;
+  if (rank < 0 || rank > MLART_MAX_RANK || (rank > 0 && !sizes))
+    return t;
   int64_t stride = 1;
-  for (int d = t.rank - 1; d >= 0; --d) {
+  for (int d = rank - 1; d >= 0; --d) {
     t.sizes[d] = sizes[d];
     t.strides[d] = stride;
     stride *= sizes[d];
