@@ -110,10 +110,12 @@ inline const HostTensor &cosSinTable(int64_t maxPos, int64_t rope,
   HostTensor &t = memo[key];
   t = HostTensor(DType::F32, {maxPos, rope});
   float *p = reinterpret_cast<float *>(t.bytes.data());
+  std::vector<double> invFreq(static_cast<size_t>(rope / 2));
+  for (int64_t i = 0; i < rope / 2; ++i)
+    invFreq[size_t(i)] = std::pow(base, -2.0 * double(i) / double(rope));
   for (int64_t pos = 0; pos < maxPos; ++pos)
     for (int64_t i = 0; i < rope / 2; ++i) {
-      const double invFreq = std::pow(base, -2.0 * double(i) / double(rope));
-      const double angle = double(pos) * invFreq;
+      const double angle = double(pos) * invFreq[size_t(i)];
       p[pos * rope + i] = float(std::cos(angle));
       p[pos * rope + rope / 2 + i] = float(std::sin(angle));
     }
