@@ -210,6 +210,20 @@ TEST(BlockManager, DuplicatePrefixComputedTwiceStaysPrivate) {
   EXPECT_EQ(m.commitComputed(2, 6).code(), StatusCode::InvalidArgument);
 }
 
+TEST(BlockManager, PrefixCachingDisabledNeverHashesOrShares) {
+  BlockManager m = make(8, 4, /*caching=*/false);
+  m.setCheckedMode(true);
+  auto a = tokens(9);
+  ASSERT_TRUE(m.addRequest(1, a.data(), 9).ok());
+  ASSERT_TRUE(m.commitComputed(1, 9).ok());
+  EXPECT_EQ(m.stats().cachedBlocks, 0);
+  EXPECT_EQ(m.addRequest(2, a.data(), 9).value(), 0);
+  for (int32_t b : table(m, 1))
+    EXPECT_EQ(m.writeProtect()[b], 0);
+  ASSERT_TRUE(m.freeRequest(1).ok());
+  EXPECT_EQ(m.numFreeBlocks(), 7 - 3);
+}
+
 TEST(BlockManager, CheckedModeProtectsNullAndHashedBlocks) {
   BlockManager m = make(8, 4);
   EXPECT_EQ(m.writeProtect(), nullptr);
