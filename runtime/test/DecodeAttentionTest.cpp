@@ -9,7 +9,7 @@
 #include <string>
 
 using namespace mlart;
-using namespace mlart::test;
+using namespace mlart::kerneltest;
 
 namespace {
 

@@ -20,7 +20,7 @@
 #include <random>
 #include <vector>
 
-namespace mlart::test {
+namespace mlart::kerneltest {
 
 /// An owning, contiguous host tensor.
 class HostTensor {
@@ -242,6 +242,6 @@ inline double relTolerance(DType t) {
   }
 }
 
-} // namespace mlart::test
+} // namespace mlart::kerneltest
 
 #endif // MLART_TEST_KERNELTESTUTIL_H

@@ -143,6 +143,8 @@ def MLAVerifyKVOrder : Pass<"mla-verify-kv-order"> {
     alias (for example two layers' caches without `mla.noalias`).
   }];
   let dependentDialects = ["::mlir::mla::MLADialect"];
+}
+
 def MLAFuseRopeKVUpdate : Pass<"mla-fuse-rope-kv-update"> {
   let summary = "Fuse the k_pe rope (and a matching q_pe rope) into the cache update";
   let description = [{
@@ -249,6 +251,9 @@ def MLAFuseKVUpdateIntoAttention : Pass<"mla-fuse-kv-update-into-attention"> {
   let dependentDialects = ["::mlir::mla::MLADialect"];
   let statistics = [
     Statistic<"numFused", "fused", "Number of updates folded into attention">
+  ];
+}
+
 def MLALiftQPrep : Pass<"mla-lift-q-prep"> {
   let summary = "Make the query preparation of absorbing decode attention explicit";
   let description = [{

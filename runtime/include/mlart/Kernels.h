@@ -30,6 +30,9 @@ struct KVCacheRef {
   /// flag is non-zero is refused (PermissionDenied) and nothing is written.
   /// The block manager flags the null block and every hashed block.
   const uint8_t *writeProtect = nullptr;
+  /// Checked mode: when non-null, a refused write adds the number of refused
+  /// rows to this counter (atomically), so the owner can report it.
+  uint64_t *refusedWrites = nullptr;
 };
 
 /// Rotary style: GPT-J rotates interleaved pairs (2i, 2i+1); NeoX rotates

@@ -1,0 +1,175 @@
+//===- Device.h - Abstract device: memory, copies, streams and kernels ----===//
+//
+// The executor and the C API talk to a Device only through this interface,
+// so the CPU reference device and the (later, dlopen-based) CUDA device are
+// interchangeable. Addresses are opaque `void *` device pointers: on the CPU
+// they are host pointers, on CUDA they will be CUdeviceptr values. Every
+// operation takes a StreamHandle; the CPU executes synchronously and ignores
+// it, a CUDA device enqueues and needs synchronize() before host reads.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MLART_DEVICE_H
+#define MLART_DEVICE_H
+
+#include "mlart/Kernels.h"
+#include "mlart/Status.h"
+#include "mlart/StatusOr.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+namespace mlart {
+
+class Device;
+
+/// Which implementation a Device is; values are part of the C API.
+enum class DeviceKind : int { Cpu = 0, Cuda = 1 };
+
+/// Owning handle of one device allocation; frees it on destruction.
+/// Move-only. A default-constructed Buffer is empty.
+class Buffer {
+public:
+  Buffer() = default;
+  ~Buffer() { reset(); }
+  Buffer(Buffer &&other) noexcept { *this = std::move(other); }
+  Buffer &operator=(Buffer &&other) noexcept;
+  Buffer(const Buffer &) = delete;
+  Buffer &operator=(const Buffer &) = delete;
+
+  /// Device address of the first byte (nullptr when empty).
+  void *data() const { return data_; }
+  /// Size in bytes.
+  size_t size() const { return size_; }
+  /// The device that owns the memory (nullptr when empty).
+  Device *device() const { return device_; }
+  bool empty() const { return data_ == nullptr; }
+  /// Frees the memory now; the Buffer becomes empty.
+  void reset() noexcept;
+
+private:
+  friend class Device;
+  Buffer(Device *device, void *data, size_t size)
+      : device_(device), data_(data), size_(size) {}
+
+  Device *device_ = nullptr;
+  void *data_ = nullptr;
+  size_t size_ = 0;
+};
+
+/// Owning handle of one device stream; destroys it on destruction.
+/// Move-only. The CPU device's streams have a null handle.
+class Stream {
+public:
+  Stream() = default;
+  ~Stream() { reset(); }
+  Stream(Stream &&other) noexcept { *this = std::move(other); }
+  Stream &operator=(Stream &&other) noexcept;
+  Stream(const Stream &) = delete;
+  Stream &operator=(const Stream &) = delete;
+
+  /// The handle kernels and copies take (cudaStream_t on CUDA).
+  StreamHandle handle() const { return handle_; }
+  Device *device() const { return device_; }
+  void reset() noexcept;
+
+private:
+  friend class Device;
+  Stream(Device *device, StreamHandle handle)
+      : device_(device), handle_(handle) {}
+
+  Device *device_ = nullptr;
+  StreamHandle handle_ = nullptr;
+};
+
+/// One compute device. Implementations must outlive every Buffer and Stream
+/// they hand out. Calls are thread-safe unless noted.
+class Device {
+public:
+  virtual ~Device() = default;
+
+  /// Which implementation this is.
+  virtual DeviceKind kind() const = 0;
+  /// Stable short name: "cpu", "cuda".
+  virtual const char *kindName() const = 0;
+  /// True when device addresses can be dereferenced on the host (CPU); tests
+  /// and the C API use it to skip staging copies.
+  virtual bool isHostAccessible() const = 0;
+
+  /// Allocates `bytes` of device memory (at least 64-byte aligned so that any
+  /// element type and vector load is aligned). Zero bytes gives an empty
+  /// Buffer.
+  StatusOr<Buffer> allocate(size_t bytes);
+  /// Creates an execution stream.
+  StatusOr<Stream> createStream();
+
+  /// Raw copies between device addresses and host memory; `stream` may be
+  /// null (the default stream). Asynchronous on devices that queue work.
+  virtual Status copyHostToDevice(void *dst, const void *src, size_t bytes,
+                                  StreamHandle stream = nullptr) = 0;
+  virtual Status copyDeviceToHost(void *dst, const void *src, size_t bytes,
+                                  StreamHandle stream = nullptr) = 0;
+  virtual Status copyDeviceToDevice(void *dst, const void *src, size_t bytes,
+                                    StreamHandle stream = nullptr) = 0;
+  /// Sets `bytes` bytes at `dst` to `value`.
+  virtual Status memset(void *dst, uint8_t value, size_t bytes,
+                        StreamHandle stream = nullptr) = 0;
+  /// Blocks until all work queued on `stream` (null: all streams) is done.
+  virtual Status synchronize(StreamHandle stream = nullptr) = 0;
+
+  /// Bounds-checked copies into and out of a Buffer owned by this device.
+  Status writeBuffer(Buffer &dst, size_t offset, const void *src, size_t bytes,
+                     StreamHandle stream = nullptr);
+  Status readBuffer(const Buffer &src, size_t offset, void *dst, size_t bytes,
+                    StreamHandle stream = nullptr);
+
+  /// The kernels that run on this device.
+  virtual const KernelLibrary &kernels() const = 0;
+
+protected:
+  /// Device-specific allocation; `bytes` > 0.
+  virtual StatusOr<void *> allocateRaw(size_t bytes) = 0;
+  /// Frees memory returned by allocateRaw; must not fail.
+  virtual void freeRaw(void *data, size_t bytes) noexcept = 0;
+  virtual StatusOr<StreamHandle> createStreamRaw() = 0;
+  virtual void destroyStreamRaw(StreamHandle stream) noexcept = 0;
+
+private:
+  friend class Buffer;
+  friend class Stream;
+  Status checkRange(const Buffer &buffer, size_t offset, size_t bytes,
+                    const char *what) const;
+};
+
+/// The CPU reference device: host memory, synchronous execution, the CPU
+/// kernel library.
+class CpuDevice final : public Device {
+public:
+  DeviceKind kind() const override { return DeviceKind::Cpu; }
+  const char *kindName() const override { return "cpu"; }
+  bool isHostAccessible() const override { return true; }
+
+  Status copyHostToDevice(void *dst, const void *src, size_t bytes,
+                          StreamHandle stream = nullptr) override;
+  Status copyDeviceToHost(void *dst, const void *src, size_t bytes,
+                          StreamHandle stream = nullptr) override;
+  Status copyDeviceToDevice(void *dst, const void *src, size_t bytes,
+                            StreamHandle stream = nullptr) override;
+  Status memset(void *dst, uint8_t value, size_t bytes,
+                StreamHandle stream = nullptr) override;
+  Status synchronize(StreamHandle stream = nullptr) override;
+  const KernelLibrary &kernels() const override { return cpuKernelLibrary(); }
+
+protected:
+  StatusOr<void *> allocateRaw(size_t bytes) override;
+  void freeRaw(void *data, size_t bytes) noexcept override;
+  StatusOr<StreamHandle> createStreamRaw() override;
+  void destroyStreamRaw(StreamHandle stream) noexcept override;
+};
+
+/// Creates the CPU device.
+std::unique_ptr<Device> createCpuDevice();
+
+} // namespace mlart
+
+#endif // MLART_DEVICE_H

@@ -1,0 +1,339 @@
+/*===- mlart.h - C API of the MLA runtime ---------------------------------===*
+ *
+ * Pure C (C99) interface for embedding the runtime: devices, buffers, paged
+ * KV caches, the block manager and every kernel of the kernel library.
+ * Handles are opaque. Every fallible call returns an mlart_status: NULL means
+ * success; anything else carries a code and a message and must be released
+ * with mlart_status_free. No call lets a C++ exception escape.
+ *
+ *===----------------------------------------------------------------------===*/
+#ifndef MLART_MLART_H
+#define MLART_MLART_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/*---- Status -------------------------------------------------------------*/
+
+/** Status codes (same values as mlart::StatusCode). */
+typedef enum mlart_status_code {
+  MLART_STATUS_OK = 0,
+  MLART_STATUS_INVALID_ARGUMENT = 1,
+  MLART_STATUS_OUT_OF_RANGE = 2,
+  MLART_STATUS_FAILED_PRECONDITION = 3,
+  MLART_STATUS_PERMISSION_DENIED = 4,
+  MLART_STATUS_RESOURCE_EXHAUSTED = 5,
+  MLART_STATUS_UNIMPLEMENTED = 6,
+  MLART_STATUS_DATA_LOSS = 7,
+  MLART_STATUS_UNAVAILABLE = 8,
+  MLART_STATUS_INTERNAL = 9
+} mlart_status_code;
+
+/** Result of a call; NULL is success. */
+typedef struct mlart_status_s *mlart_status;
+
+/** The code of a status (MLART_STATUS_OK for NULL). */
+mlart_status_code mlart_status_get_code(mlart_status status);
+/** The message of a status ("" for NULL); valid until mlart_status_free. */
+const char *mlart_status_message(mlart_status status);
+/** Releases a status; NULL is a no-op. */
+void mlart_status_free(mlart_status status);
+
+/*---- Element types and tensor views -------------------------------------*/
+
+/** Element types (same values as mlart::DType). */
+typedef enum mlart_dtype {
+  MLART_DTYPE_F32 = 0,
+  MLART_DTYPE_F16 = 1,
+  MLART_DTYPE_BF16 = 2,
+  MLART_DTYPE_F8E4M3FN = 3,
+  MLART_DTYPE_I32 = 4,
+  MLART_DTYPE_I64 = 5,
+  MLART_DTYPE_F64 = 6
+} mlart_dtype;
+
+/** Maximum tensor rank. */
+#define MLART_MAX_RANK 4
+
+/** Non-owning strided view of device memory; strides count elements.
+ *  A view with data == NULL is "absent" (for optional kernel operands). */
+typedef struct mlart_tensor {
+  void *data;
+  mlart_dtype dtype;
+  int32_t rank;
+  int64_t sizes[MLART_MAX_RANK];
+  int64_t strides[MLART_MAX_RANK];
+} mlart_tensor;
+
+/** A contiguous row-major view of `rank` (<= 4) dimensions. */
+mlart_tensor mlart_tensor_contiguous(void *data, mlart_dtype dtype,
+                                     int32_t rank, const int64_t *sizes);
+
+/*---- Devices and buffers ------------------------------------------------*/
+
+typedef struct mlart_device_s mlart_device;
+typedef struct mlart_buffer_s mlart_buffer;
+
+/** Creates the CPU reference device. */
+mlart_status mlart_device_create_cpu(mlart_device **out_device);
+/** Destroys a device; every buffer and cache of it must be gone. */
+void mlart_device_destroy(mlart_device *device);
+/** "cpu" or "cuda". */
+const char *mlart_device_kind_name(const mlart_device *device);
+/** Waits for the work queued on `stream` (NULL: everything). */
+mlart_status mlart_device_synchronize(mlart_device *device, void *stream);
+
+/** Allocates `bytes` of device memory. */
+mlart_status mlart_buffer_allocate(mlart_device *device, size_t bytes,
+                                   mlart_buffer **out_buffer);
+/** Frees a buffer; NULL is a no-op. */
+void mlart_buffer_free(mlart_buffer *buffer);
+/** Device address of the buffer (for mlart_tensor.data). */
+void *mlart_buffer_data(const mlart_buffer *buffer);
+size_t mlart_buffer_size(const mlart_buffer *buffer);
+/** Bounds-checked copies between host memory and the buffer. */
+mlart_status mlart_buffer_write(mlart_buffer *buffer, size_t offset,
+                                const void *src, size_t bytes);
+mlart_status mlart_buffer_read(const mlart_buffer *buffer, size_t offset,
+                               void *dst, size_t bytes);
+
+/*---- Paged KV cache -----------------------------------------------------*/
+
+/** Row encodings (same values as mlart::CacheLayout). */
+typedef enum mlart_cache_layout {
+  MLART_CACHE_PLAIN = 0,
+  MLART_CACHE_FP8_PER_TENSOR = 1,
+  MLART_CACHE_FP8_DS_MLA = 2
+} mlart_cache_layout;
+
+/** Layout of one layer's cache (mirrors mlart::KVCacheDesc). */
+typedef struct mlart_kv_cache_desc {
+  int64_t num_blocks;
+  int64_t block_size;
+  int64_t latent_rank;
+  int64_t rope_dim;
+  mlart_dtype dtype;
+  mlart_cache_layout layout;
+} mlart_kv_cache_desc;
+
+typedef struct mlart_kv_cache_s mlart_kv_cache;
+typedef struct mlart_block_manager_s mlart_block_manager;
+
+/** Creates a zeroed cache; `scale` is the fp8 per-tensor scale (> 0). */
+mlart_status mlart_kv_cache_create(mlart_device *device,
+                                   const mlart_kv_cache_desc *desc, float scale,
+                                   mlart_kv_cache **out_cache);
+void mlart_kv_cache_destroy(mlart_kv_cache *cache);
+/** Total bytes of the cache. */
+size_t mlart_kv_cache_size_bytes(const mlart_kv_cache *cache);
+/** Bytes of one token row. */
+int64_t mlart_kv_cache_row_bytes(const mlart_kv_cache *cache);
+/** Raw byte access (tests, checkpoints). */
+mlart_status mlart_kv_cache_write_bytes(mlart_kv_cache *cache, size_t offset,
+                                        const void *src, size_t bytes);
+mlart_status mlart_kv_cache_read_bytes(const mlart_kv_cache *cache,
+                                       size_t offset, void *dst, size_t bytes);
+/** Makes kernels writing this cache honour `manager`'s checked mode (its
+ *  write-protect flags and refused-write counter); NULL detaches. The
+ *  manager must outlive the attachment. */
+mlart_status mlart_kv_cache_set_guard(mlart_kv_cache *cache,
+                                      mlart_block_manager *manager);
+
+/*---- Block manager ------------------------------------------------------*/
+
+/** Tokens [start, start + count) of one request scheduled in a step. */
+typedef struct mlart_scheduled_chunk {
+  int64_t request;
+  int64_t start;
+  int64_t count;
+} mlart_scheduled_chunk;
+
+/** Prefix-cache and checked-mode counters. */
+typedef struct mlart_prefix_cache_stats {
+  int64_t queried_tokens;
+  int64_t hit_tokens;
+  int64_t cached_blocks;
+  int64_t evictions;
+  int64_t free_blocks;
+  uint64_t refused_writes;
+} mlart_prefix_cache_stats;
+
+/** Creates a manager of `num_blocks` (block 0 is the null block). */
+mlart_status mlart_block_manager_create(int64_t num_blocks, int64_t block_size,
+                                        int enable_prefix_caching,
+                                        mlart_block_manager **out_manager);
+void mlart_block_manager_destroy(mlart_block_manager *manager);
+/** Adds a request with its prompt; `out_num_cached_tokens` (nullable)
+ *  receives the length of the prefix found in the cache. */
+mlart_status mlart_block_manager_add_request(mlart_block_manager *manager,
+                                             int64_t request,
+                                             const int32_t *tokens,
+                                             int64_t num_tokens,
+                                             int64_t *out_num_cached_tokens);
+mlart_status mlart_block_manager_append_tokens(mlart_block_manager *manager,
+                                               int64_t request,
+                                               const int32_t *tokens,
+                                               int64_t num_tokens);
+/** Tokens [0, num_computed) are in the cache; full blocks become cached. */
+mlart_status mlart_block_manager_commit_computed(mlart_block_manager *manager,
+                                                 int64_t request,
+                                                 int64_t num_computed);
+mlart_status mlart_block_manager_free_request(mlart_block_manager *manager,
+                                              int64_t request);
+/** Copies the request's block ids into `out[capacity]`; the count goes to
+ *  `out_num_blocks` (an error if it exceeds capacity). */
+mlart_status mlart_block_manager_get_block_table(
+    const mlart_block_manager *manager, int64_t request, int32_t *out,
+    int64_t capacity, int64_t *out_num_blocks);
+/** Writes [num_requests, max_blocks] i32, padded with the null block 0. */
+mlart_status mlart_block_manager_build_block_table(
+    const mlart_block_manager *manager, const int64_t *requests,
+    int64_t num_requests, int64_t max_blocks, int32_t *out);
+/** Writes the i64 slot of each scheduled token into out[padded_length];
+ *  padding entries are -1. */
+mlart_status mlart_block_manager_build_slot_mapping(
+    const mlart_block_manager *manager, const mlart_scheduled_chunk *chunks,
+    int64_t num_chunks, int64_t padded_length, int64_t *out);
+mlart_status mlart_block_manager_get_stats(const mlart_block_manager *manager,
+                                           mlart_prefix_cache_stats *out);
+int64_t mlart_block_manager_num_free_blocks(const mlart_block_manager *manager);
+/** Turns checked mode on (non-zero) or off. */
+void mlart_block_manager_set_checked_mode(mlart_block_manager *manager,
+                                          int enabled);
+/** Rows refused so far by checked mode. */
+uint64_t mlart_block_manager_refused_writes(const mlart_block_manager *manager);
+
+/*---- Kernels (mirror mlart/Kernels.h; see there for shapes) --------------*/
+
+/** Rotary style (same values as mlart::RopeStyle). */
+typedef enum mlart_rope_style {
+  MLART_ROPE_GPTJ = 0,
+  MLART_ROPE_NEOX = 1
+} mlart_rope_style;
+
+typedef struct mlart_cache_update_args {
+  mlart_tensor kv_c;
+  mlart_tensor k_pe;
+  mlart_tensor slot_mapping;
+  mlart_kv_cache *cache;
+} mlart_cache_update_args;
+
+typedef struct mlart_rope_args {
+  mlart_tensor x;
+  mlart_tensor positions;
+  mlart_tensor cos_sin;
+  mlart_rope_style style;
+} mlart_rope_args;
+
+typedef struct mlart_rope_cache_update_args {
+  mlart_tensor kv_c;
+  mlart_tensor k_pe;
+  mlart_tensor slot_mapping;
+  mlart_kv_cache *cache;
+  mlart_tensor positions;
+  mlart_tensor cos_sin;
+  mlart_rope_style style;
+  mlart_tensor q_pe;     /**< optional */
+  mlart_tensor k_pe_out; /**< optional */
+} mlart_rope_cache_update_args;
+
+typedef struct mlart_decode_attention_args {
+  mlart_tensor q;
+  mlart_kv_cache *cache;
+  mlart_tensor block_table;
+  mlart_tensor seq_lens;
+  float softmax_scale;
+  mlart_tensor out;
+  mlart_tensor lse; /**< optional */
+  int32_t num_splits;
+} mlart_decode_attention_args;
+
+typedef struct mlart_prefill_attention_args {
+  mlart_tensor q;
+  mlart_tensor k;
+  mlart_tensor v;
+  mlart_tensor query_start_loc;
+  float softmax_scale;
+  mlart_tensor out;
+  mlart_tensor lse;      /**< optional */
+  mlart_kv_cache *cache; /**< NULL: no cached context */
+  mlart_tensor block_table;
+  mlart_tensor context_lens;
+  mlart_tensor w_uk;
+  mlart_tensor w_uv;
+} mlart_prefill_attention_args;
+
+typedef struct mlart_q_absorb_args {
+  mlart_tensor q_nope;
+  mlart_tensor w_uk;
+  mlart_tensor out;
+} mlart_q_absorb_args;
+
+typedef struct mlart_v_up_args {
+  mlart_tensor o_latent;
+  mlart_tensor w_uv;
+  mlart_tensor out;
+} mlart_v_up_args;
+
+typedef struct mlart_q_concat_args {
+  mlart_tensor q_latent;
+  mlart_tensor q_pe;
+  mlart_tensor out;
+} mlart_q_concat_args;
+
+typedef struct mlart_quantize_args {
+  mlart_tensor x;
+  mlart_tensor scale;
+  mlart_tensor out;
+} mlart_quantize_args;
+
+typedef struct mlart_rms_norm_args {
+  mlart_tensor x;
+  mlart_tensor weight;
+  float epsilon;
+  mlart_tensor out;
+} mlart_rms_norm_args;
+
+typedef struct mlart_linear_args {
+  mlart_tensor x;
+  mlart_tensor weight;
+  mlart_tensor out;
+} mlart_linear_args;
+
+/* Each kernel runs on `device`'s kernel library; `stream` may be NULL. */
+mlart_status mlart_cache_update(mlart_device *device,
+                                const mlart_cache_update_args *args,
+                                void *stream);
+mlart_status mlart_rope(mlart_device *device, const mlart_rope_args *args,
+                        void *stream);
+mlart_status mlart_rope_cache_update(mlart_device *device,
+                                     const mlart_rope_cache_update_args *args,
+                                     void *stream);
+mlart_status mlart_decode_attention(mlart_device *device,
+                                    const mlart_decode_attention_args *args,
+                                    void *stream);
+mlart_status mlart_prefill_attention(mlart_device *device,
+                                     const mlart_prefill_attention_args *args,
+                                     void *stream);
+mlart_status mlart_q_absorb(mlart_device *device,
+                            const mlart_q_absorb_args *args, void *stream);
+mlart_status mlart_v_up(mlart_device *device, const mlart_v_up_args *args,
+                        void *stream);
+mlart_status mlart_q_concat(mlart_device *device,
+                            const mlart_q_concat_args *args, void *stream);
+mlart_status mlart_quantize(mlart_device *device,
+                            const mlart_quantize_args *args, void *stream);
+mlart_status mlart_rms_norm(mlart_device *device,
+                            const mlart_rms_norm_args *args, void *stream);
+mlart_status mlart_linear(mlart_device *device, const mlart_linear_args *args,
+                          void *stream);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* MLART_MLART_H */

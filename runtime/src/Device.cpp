@@ -1,0 +1,90 @@
+//===- Device.cpp - Device-independent parts of Buffer, Stream and Device -===//
+#include "mlart/Device.h"
+
+#include <string>
+
+namespace mlart {
+
+Buffer &Buffer::operator=(Buffer &&other) noexcept {
+  if (this != &other) {
+    reset();
+    device_ = other.device_;
+    data_ = other.data_;
+    size_ = other.size_;
+    other.device_ = nullptr;
+    other.data_ = nullptr;
+    other.size_ = 0;
+  }
+  return *this;
+}
+
+void Buffer::reset() noexcept {
+  if (data_ && device_)
+    device_->freeRaw(data_, size_);
+  device_ = nullptr;
+  data_ = nullptr;
+  size_ = 0;
+}
+
+Stream &Stream::operator=(Stream &&other) noexcept {
+  if (this != &other) {
+    reset();
+    device_ = other.device_;
+    handle_ = other.handle_;
+    other.device_ = nullptr;
+    other.handle_ = nullptr;
+  }
+  return *this;
+}
+
+void Stream::reset() noexcept {
+  if (handle_ && device_)
+    device_->destroyStreamRaw(handle_);
+  device_ = nullptr;
+  handle_ = nullptr;
+}
+
+StatusOr<Buffer> Device::allocate(size_t bytes) {
+  if (bytes == 0)
+    return Buffer();
+  MLART_ASSIGN_OR_RETURN(void *data, allocateRaw(bytes));
+  return Buffer(this, data, bytes);
+}
+
+StatusOr<Stream> Device::createStream() {
+  MLART_ASSIGN_OR_RETURN(StreamHandle handle, createStreamRaw());
+  return Stream(this, handle);
+}
+
+Status Device::checkRange(const Buffer &buffer, size_t offset, size_t bytes,
+                          const char *what) const {
+  if (buffer.device() != this && !buffer.empty())
+    return invalidArgument(std::string(what) +
+                           ": buffer belongs to another device");
+  if (offset > buffer.size() || bytes > buffer.size() - offset)
+    return outOfRange(std::string(what) + ": range [" + std::to_string(offset) +
+                      ", " + std::to_string(offset + bytes) +
+                      ") exceeds the buffer of " +
+                      std::to_string(buffer.size()) + " bytes");
+  return Status::success();
+}
+
+Status Device::writeBuffer(Buffer &dst, size_t offset, const void *src,
+                           size_t bytes, StreamHandle stream) {
+  MLART_RETURN_IF_ERROR(checkRange(dst, offset, bytes, "writeBuffer"));
+  if (bytes == 0)
+    return Status::success();
+  return copyHostToDevice(static_cast<uint8_t *>(dst.data()) + offset, src,
+                          bytes, stream);
+}
+
+Status Device::readBuffer(const Buffer &src, size_t offset, void *dst,
+                          size_t bytes, StreamHandle stream) {
+  MLART_RETURN_IF_ERROR(checkRange(src, offset, bytes, "readBuffer"));
+  if (bytes == 0)
+    return Status::success();
+  return copyDeviceToHost(dst, static_cast<const uint8_t *>(src.data()) + offset,
+                          bytes, stream);
+}
+
+} // namespace mlart

@@ -1,0 +1,192 @@
+//===- CApiKernels.cpp - C API: kernel entry points over KernelLibrary ----===//
+#include "CApiInternal.h"
+
+using namespace mlart;
+using mlart::capi::guarded;
+using mlart::capi::toCacheRef;
+using mlart::capi::toTensorRef;
+
+namespace {
+Status checkCall(const mlart_device *device, const void *args) {
+  if (!device || !args)
+    return invalidArgument("device and args must not be NULL");
+  return Status::success();
+}
+
+const KernelLibrary &kernelsOf(const mlart_device *device) {
+  return device->device->kernels();
+}
+} // namespace
+
+extern "C" {
+
+mlart_status mlart_cache_update(mlart_device *device,
+                                const mlart_cache_update_args *args,
+                                void *stream) {
+  return guarded([&]() -> Status {
+    MLART_RETURN_IF_ERROR(checkCall(device, args));
+    CacheUpdateArgs a;
+    MLART_RETURN_IF_ERROR(toTensorRef(args->kv_c, "kv_c", a.kvC));
+    MLART_RETURN_IF_ERROR(toTensorRef(args->k_pe, "k_pe", a.kPe));
+    MLART_RETURN_IF_ERROR(
+        toTensorRef(args->slot_mapping, "slot_mapping", a.slotMapping));
+    MLART_RETURN_IF_ERROR(toCacheRef(args->cache, a.cache));
+    return kernelsOf(device).cacheUpdate(a, stream);
+  });
+}
+
+mlart_status mlart_rope(mlart_device *device, const mlart_rope_args *args,
+                        void *stream) {
+  return guarded([&]() -> Status {
+    MLART_RETURN_IF_ERROR(checkCall(device, args));
+    RopeArgs a;
+    MLART_RETURN_IF_ERROR(toTensorRef(args->x, "x", a.x));
+    MLART_RETURN_IF_ERROR(toTensorRef(args->positions, "positions",
+                                      a.positions));
+    MLART_RETURN_IF_ERROR(toTensorRef(args->cos_sin, "cos_sin", a.cosSin));
+    a.style = static_cast<RopeStyle>(args->style);
+    return kernelsOf(device).rope(a, stream);
+  });
+}
+
+mlart_status mlart_rope_cache_update(mlart_device *device,
+                                     const mlart_rope_cache_update_args *args,
+                                     void *stream) {
+  return guarded([&]() -> Status {
+    MLART_RETURN_IF_ERROR(checkCall(device, args));
+    RopeCacheUpdateArgs a;
+    MLART_RETURN_IF_ERROR(toTensorRef(args->kv_c, "kv_c", a.kvC));
+    MLART_RETURN_IF_ERROR(toTensorRef(args->k_pe, "k_pe", a.kPe));
+    MLART_RETURN_IF_ERROR(
+        toTensorRef(args->slot_mapping, "slot_mapping", a.slotMapping));
+    MLART_RETURN_IF_ERROR(toCacheRef(args->cache, a.cache));
+    MLART_RETURN_IF_ERROR(toTensorRef(args->positions, "positions",
+                                      a.positions));
+    MLART_RETURN_IF_ERROR(toTensorRef(args->cos_sin, "cos_sin", a.cosSin));
+    a.style = static_cast<RopeStyle>(args->style);
+    MLART_RETURN_IF_ERROR(toTensorRef(args->q_pe, "q_pe", a.qPe));
+    MLART_RETURN_IF_ERROR(toTensorRef(args->k_pe_out, "k_pe_out", a.kPeOut));
+    return kernelsOf(device).ropeCacheUpdate(a, stream);
+  });
+}
+
+mlart_status mlart_decode_attention(mlart_device *device,
+                                    const mlart_decode_attention_args *args,
+                                    void *stream) {
+  return guarded([&]() -> Status {
+    MLART_RETURN_IF_ERROR(checkCall(device, args));
+    DecodeAttentionArgs a;
+    MLART_RETURN_IF_ERROR(toTensorRef(args->q, "q", a.q));
+    MLART_RETURN_IF_ERROR(toCacheRef(args->cache, a.cache));
+    MLART_RETURN_IF_ERROR(
+        toTensorRef(args->block_table, "block_table", a.blockTable));
+    MLART_RETURN_IF_ERROR(toTensorRef(args->seq_lens, "seq_lens", a.seqLens));
+    a.softmaxScale = args->softmax_scale;
+    MLART_RETURN_IF_ERROR(toTensorRef(args->out, "out", a.out));
+    MLART_RETURN_IF_ERROR(toTensorRef(args->lse, "lse", a.lse));
+    a.numSplits = args->num_splits;
+    return kernelsOf(device).decodeAttention(a, stream);
+  });
+}
+
+mlart_status mlart_prefill_attention(mlart_device *device,
+                                     const mlart_prefill_attention_args *args,
+                                     void *stream) {
+  return guarded([&]() -> Status {
+    MLART_RETURN_IF_ERROR(checkCall(device, args));
+    PrefillAttentionArgs a;
+    MLART_RETURN_IF_ERROR(toTensorRef(args->q, "q", a.q));
+    MLART_RETURN_IF_ERROR(toTensorRef(args->k, "k", a.k));
+    MLART_RETURN_IF_ERROR(toTensorRef(args->v, "v", a.v));
+    MLART_RETURN_IF_ERROR(toTensorRef(args->query_start_loc,
+                                      "query_start_loc", a.queryStartLoc));
+    a.softmaxScale = args->softmax_scale;
+    MLART_RETURN_IF_ERROR(toTensorRef(args->out, "out", a.out));
+    MLART_RETURN_IF_ERROR(toTensorRef(args->lse, "lse", a.lse));
+    // A NULL cache means "no cached context": leave a.cache empty.
+    if (args->cache)
+      MLART_RETURN_IF_ERROR(toCacheRef(args->cache, a.cache));
+    MLART_RETURN_IF_ERROR(
+        toTensorRef(args->block_table, "block_table", a.blockTable));
+    MLART_RETURN_IF_ERROR(
+        toTensorRef(args->context_lens, "context_lens", a.contextLens));
+    MLART_RETURN_IF_ERROR(toTensorRef(args->w_uk, "w_uk", a.wUK));
+    MLART_RETURN_IF_ERROR(toTensorRef(args->w_uv, "w_uv", a.wUV));
+    return kernelsOf(device).prefillAttention(a, stream);
+  });
+}
+
+mlart_status mlart_q_absorb(mlart_device *device,
+                            const mlart_q_absorb_args *args, void *stream) {
+  return guarded([&]() -> Status {
+    MLART_RETURN_IF_ERROR(checkCall(device, args));
+    QAbsorbArgs a;
+    MLART_RETURN_IF_ERROR(toTensorRef(args->q_nope, "q_nope", a.qNope));
+    MLART_RETURN_IF_ERROR(toTensorRef(args->w_uk, "w_uk", a.wUK));
+    MLART_RETURN_IF_ERROR(toTensorRef(args->out, "out", a.out));
+    return kernelsOf(device).qAbsorb(a, stream);
+  });
+}
+
+mlart_status mlart_v_up(mlart_device *device, const mlart_v_up_args *args,
+                        void *stream) {
+  return guarded([&]() -> Status {
+    MLART_RETURN_IF_ERROR(checkCall(device, args));
+    VUpArgs a;
+    MLART_RETURN_IF_ERROR(toTensorRef(args->o_latent, "o_latent", a.oLatent));
+    MLART_RETURN_IF_ERROR(toTensorRef(args->w_uv, "w_uv", a.wUV));
+    MLART_RETURN_IF_ERROR(toTensorRef(args->out, "out", a.out));
+    return kernelsOf(device).vUp(a, stream);
+  });
+}
+
+mlart_status mlart_q_concat(mlart_device *device,
+                            const mlart_q_concat_args *args, void *stream) {
+  return guarded([&]() -> Status {
+    MLART_RETURN_IF_ERROR(checkCall(device, args));
+    QConcatArgs a;
+    MLART_RETURN_IF_ERROR(toTensorRef(args->q_latent, "q_latent", a.qLatent));
+    MLART_RETURN_IF_ERROR(toTensorRef(args->q_pe, "q_pe", a.qPe));
+    MLART_RETURN_IF_ERROR(toTensorRef(args->out, "out", a.out));
+    return kernelsOf(device).qConcat(a, stream);
+  });
+}
+
+mlart_status mlart_quantize(mlart_device *device,
+                            const mlart_quantize_args *args, void *stream) {
+  return guarded([&]() -> Status {
+    MLART_RETURN_IF_ERROR(checkCall(device, args));
+    QuantizeArgs a;
+    MLART_RETURN_IF_ERROR(toTensorRef(args->x, "x", a.x));
+    MLART_RETURN_IF_ERROR(toTensorRef(args->scale, "scale", a.scale));
+    MLART_RETURN_IF_ERROR(toTensorRef(args->out, "out", a.out));
+    return kernelsOf(device).quantize(a, stream);
+  });
+}
+
+mlart_status mlart_rms_norm(mlart_device *device,
+                            const mlart_rms_norm_args *args, void *stream) {
+  return guarded([&]() -> Status {
+    MLART_RETURN_IF_ERROR(checkCall(device, args));
+    RmsNormArgs a;
+    MLART_RETURN_IF_ERROR(toTensorRef(args->x, "x", a.x));
+    MLART_RETURN_IF_ERROR(toTensorRef(args->weight, "weight", a.weight));
+    a.epsilon = args->epsilon;
+    MLART_RETURN_IF_ERROR(toTensorRef(args->out, "out", a.out));
+    return kernelsOf(device).rmsNorm(a, stream);
+  });
+}
+
+mlart_status mlart_linear(mlart_device *device, const mlart_linear_args *args,
+                          void *stream) {
+  return guarded([&]() -> Status {
+    MLART_RETURN_IF_ERROR(checkCall(device, args));
+    LinearArgs a;
+    MLART_RETURN_IF_ERROR(toTensorRef(args->x, "x", a.x));
+    MLART_RETURN_IF_ERROR(toTensorRef(args->weight, "weight", a.weight));
+    MLART_RETURN_IF_ERROR(toTensorRef(args->out, "out", a.out));
+    return kernelsOf(device).linear(a, stream);
+  });
+}
+
+} // extern "C"

@@ -1,0 +1,146 @@
+//===- CacheWrite.cpp - Validation and row encoding of cache writes -------===//
+#include "cpu/CacheWrite.h"
+
+#include "cpu/IndexAccess.h"
+#include "cpu/TensorAccess.h"
+
+#include <algorithm>
+#include <cfloat>
+#include <cmath>
+#include <cstring>
+#include <string>
+
+namespace mlart::cpu {
+
+namespace {
+Status checkInputType(const TensorRef &t, const char *name,
+                      const KVCacheDesc &desc) {
+  if (desc.layout == CacheLayout::Plain) {
+    // Plain rows are raw copies, so the bits must already be right.
+    if (t.dtype != desc.dtype)
+      return invalidArgument(std::string(name) + " must have the cache dtype " +
+                             dtypeName(desc.dtype) + ", got " + t.describe());
+  } else if (!isActivationType(t.dtype) && t.dtype != DType::F64) {
+    return invalidArgument(std::string(name) +
+                           " must be a float type for an fp8 cache, got " +
+                           t.describe());
+  }
+  return Status::success();
+}
+} // namespace
+
+Status validateCacheWrite(const TensorRef &kvC, const TensorRef &kPe,
+                          const TensorRef &slotMapping,
+                          const KVCacheRef &cache, int64_t &numTokens) {
+  const KVCacheDesc &desc = cache.desc;
+  MLART_RETURN_IF_ERROR(desc.validate());
+  if (!cache.data)
+    return invalidArgument("cache has no memory");
+  if (desc.layout == CacheLayout::Fp8PerTensor &&
+      (!std::isfinite(cache.scale) || cache.scale <= 0.0f))
+    return invalidArgument("fp8 cache scale must be finite and > 0, got " +
+                           std::to_string(cache.scale));
+  MLART_RETURN_IF_ERROR(checkTensor(kvC, "kv_c", 2));
+  MLART_RETURN_IF_ERROR(checkTensor(kPe, "k_pe", 2));
+  MLART_RETURN_IF_ERROR(checkIndexTensor(slotMapping, "slot_mapping"));
+  if (kvC.sizes[1] != desc.latentRank)
+    return invalidArgument("kv_c must have " + std::to_string(desc.latentRank) +
+                           " columns (the cache latent rank), got " +
+                           kvC.describe());
+  if (kPe.sizes[1] != desc.ropeDim)
+    return invalidArgument("k_pe must have " + std::to_string(desc.ropeDim) +
+                           " columns (the cache rope dim), got " +
+                           kPe.describe());
+  if (kPe.sizes[0] != kvC.sizes[0])
+    return invalidArgument("kv_c " + kvC.describe() + " and k_pe " +
+                           kPe.describe() + " disagree on the token count");
+  MLART_RETURN_IF_ERROR(checkInputType(kvC, "kv_c", desc));
+  MLART_RETURN_IF_ERROR(checkInputType(kPe, "k_pe", desc));
+  numTokens = kvC.sizes[0];
+  const int64_t n = slotMapping.sizes[0];
+  if (n > numTokens)
+    return invalidArgument("slot_mapping has " + std::to_string(n) +
+                           " entries for " + std::to_string(numTokens) +
+                           " tokens");
+
+  const int64_t numSlots = desc.numSlots();
+  int64_t refused = 0;
+  int64_t firstRefused = -1;
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t slot = loadIndex(slotMapping, i);
+    if (slot < 0)
+      continue;
+    if (slot >= numSlots)
+      return outOfRange("slot_mapping[" + std::to_string(i) + "] = " +
+                        std::to_string(slot) + " is outside the cache's " +
+                        std::to_string(numSlots) + " slots");
+    if (cache.writeProtect && cache.writeProtect[slot / desc.blockSize]) {
+      if (refused++ == 0)
+        firstRefused = i;
+    }
+  }
+  if (refused) {
+    if (cache.refusedWrites)
+      __atomic_fetch_add(cache.refusedWrites, uint64_t(refused),
+                         __ATOMIC_RELAXED);
+    const int64_t slot = loadIndex(slotMapping, firstRefused);
+    return permissionDenied(
+        "checked mode refused " + std::to_string(refused) +
+        " row write(s); first: slot_mapping[" + std::to_string(firstRefused) +
+        "] = " + std::to_string(slot) + " is in write-protected block " +
+        std::to_string(slot / desc.blockSize) +
+        (slot / desc.blockSize == 0 ? " (the null block)"
+                                    : " (a prefix-cached block)"));
+  }
+  return Status::success();
+}
+
+void writeCacheRow(const KVCacheRef &cache, int64_t slot, const TensorRef &kvC,
+                   const TensorRef &kPe, int64_t t) {
+  const KVCacheDesc &desc = cache.desc;
+  uint8_t *row = static_cast<uint8_t *>(cache.data) + slot * desc.rowBytes();
+  const uint8_t *latent = rowPtr(kvC, t);
+  const uint8_t *rope = rowPtr(kPe, t);
+  switch (desc.layout) {
+  case CacheLayout::Plain: {
+    const size_t es = dtypeSize(desc.dtype);
+    std::memcpy(row, latent, size_t(desc.latentRank) * es);
+    std::memcpy(row + desc.latentRank * es, rope, size_t(desc.ropeDim) * es);
+    return;
+  }
+  case CacheLayout::Fp8PerTensor: {
+    // Division, not multiplication by 1/scale, to match vLLM's rounding.
+    for (int64_t i = 0; i < desc.latentRank; ++i)
+      row[i] = floatToFp8e4m3(loadAsFloat(latent, kvC.dtype, size_t(i)) /
+                              cache.scale);
+    for (int64_t i = 0; i < desc.ropeDim; ++i)
+      row[desc.latentRank + i] = floatToFp8e4m3(
+          loadAsFloat(rope, kPe.dtype, size_t(i)) / cache.scale);
+    return;
+  }
+  case CacheLayout::Fp8DsMla: {
+    uint8_t *scales = row + desc.latentRank;
+    uint8_t *ropeOut = scales + 4 * (desc.latentRank / kDsMlaTile);
+    for (int64_t tile = 0; tile < desc.latentRank / kDsMlaTile; ++tile) {
+      float amax = 0.0f;
+      for (int64_t i = tile * kDsMlaTile; i < (tile + 1) * kDsMlaTile; ++i)
+        amax = std::max(amax,
+                        std::fabs(loadAsFloat(latent, kvC.dtype, size_t(i))));
+      // FLT_MIN keeps an all-zero tile from dividing by zero (as vLLM does).
+      const float tileScale = std::max(amax / kFp8E4M3Max, FLT_MIN);
+      std::memcpy(scales + 4 * tile, &tileScale, 4);
+      for (int64_t i = tile * kDsMlaTile; i < (tile + 1) * kDsMlaTile; ++i)
+        row[i] = floatToFp8e4m3(loadAsFloat(latent, kvC.dtype, size_t(i)) /
+                                tileScale);
+    }
+    for (int64_t i = 0; i < desc.ropeDim; ++i) {
+      const uint16_t bits =
+          floatToBf16(loadAsFloat(rope, kPe.dtype, size_t(i)));
+      std::memcpy(ropeOut + 2 * i, &bits, 2);
+    }
+    return;
+  }
+  }
+}
+
+} // namespace mlart::cpu

@@ -1,0 +1,27 @@
+//===- CacheWrite.h - Validation and row encoding of cache writes ---------===//
+//
+// Shared by cacheUpdate and ropeCacheUpdate so that both accept exactly the
+// same inputs, refuse the same slots and encode rows bit-identically.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MLART_CPU_CACHEWRITE_H
+#define MLART_CPU_CACHEWRITE_H
+
+#include "mlart/Kernels.h"
+
+namespace mlart::cpu {
+
+/// Checks the cache, kvC [T, latent], kPe [T, rope], slotMapping [N <= T],
+/// every slot (< numSlots) and, in checked mode, that no slot lands in a
+/// write-protected block (counting refused rows). Returns T in `numTokens`.
+Status validateCacheWrite(const TensorRef &kvC, const TensorRef &kPe,
+                          const TensorRef &slotMapping,
+                          const KVCacheRef &cache, int64_t &numTokens);
+
+/// Encodes concat(kvC[t], kPe[t]) into the cache row `slot` (validated).
+void writeCacheRow(const KVCacheRef &cache, int64_t slot, const TensorRef &kvC,
+                   const TensorRef &kPe, int64_t t);
+
+} // namespace mlart::cpu
+
+#endif // MLART_CPU_CACHEWRITE_H

@@ -1,0 +1,71 @@
+//===- RopeCacheUpdate.cpp - CPU kernel: fused rope + cache write ---------===//
+//
+// Semantics (the fused op must equal rope(q_pe); rope(k_pe); cacheUpdate):
+// every one of the T tokens has q_pe and k_pe rotated in place (and k_pe
+// copied to kPeOut), including tokens with a negative slot and padded tokens
+// past the slot mapping, because q still feeds attention; only the cache row
+// write is skipped for them. All checks (including checked-mode refusals)
+// run before anything is written, so an error leaves q_pe, k_pe, kPeOut and
+// the cache untouched.
+//
+//===----------------------------------------------------------------------===//
+#include "cpu/CacheWrite.h"
+#include "cpu/CpuKernels.h"
+#include "cpu/RopeMath.h"
+#include "cpu/IndexAccess.h"
+
+#include <cstring>
+#include <string>
+
+namespace mlart::cpu {
+
+Status ropeCacheUpdate(const RopeCacheUpdateArgs &args) {
+  int64_t numTokens = 0;
+  MLART_RETURN_IF_ERROR(checkRopeStyle(args.style));
+  MLART_RETURN_IF_ERROR(checkRopeOperand(args.kPe, "k_pe", true, false));
+  MLART_RETURN_IF_ERROR(validateRopeTables(args.positions, args.cosSin,
+                                           args.kPe.sizes[0],
+                                           args.kPe.sizes[1]));
+  const int64_t ropeDim = args.kPe.sizes[1];
+  if (args.qPe.present()) {
+    MLART_RETURN_IF_ERROR(checkRopeOperand(args.qPe, "q_pe", false, true));
+    if (args.qPe.sizes[0] != args.kPe.sizes[0] || args.qPe.sizes[2] != ropeDim)
+      return invalidArgument("q_pe " + args.qPe.describe() +
+                             " does not match k_pe " + args.kPe.describe());
+  }
+  if (args.kPeOut.present()) {
+    MLART_RETURN_IF_ERROR(checkRopeOperand(args.kPeOut, "k_pe_out", true,
+                                           false));
+    if (args.kPeOut.sizes[0] != args.kPe.sizes[0] ||
+        args.kPeOut.sizes[1] != ropeDim || args.kPeOut.dtype != args.kPe.dtype)
+      return invalidArgument("k_pe_out " + args.kPeOut.describe() +
+                             " must match k_pe " + args.kPe.describe());
+  }
+  // Last, because it counts checked-mode refusals: a call rejected for a bad
+  // shape must not show up as a refused write.
+  MLART_RETURN_IF_ERROR(validateCacheWrite(args.kvC, args.kPe,
+                                           args.slotMapping, args.cache,
+                                           numTokens));
+
+  const size_t ropeBytes = size_t(ropeDim) * dtypeSize(args.kPe.dtype);
+  const int64_t numSlots = args.slotMapping.sizes[0];
+  for (int64_t t = 0; t < numTokens; ++t) {
+    const float *cs = cosSinRow(args.cosSin, args.positions, t);
+    uint8_t *kRow = rowPtr(args.kPe, t);
+    rotateRow(kRow, args.kPe.dtype, ropeDim, cs, args.style);
+    if (args.kPeOut.present())
+      std::memmove(rowPtr(args.kPeOut, t), kRow, ropeBytes);
+    if (args.qPe.present())
+      for (int64_t h = 0; h < args.qPe.sizes[1]; ++h)
+        rotateRow(rowPtr(args.qPe, t, h), args.qPe.dtype, ropeDim, cs,
+                  args.style);
+    if (t < numSlots) {
+      const int64_t slot = loadIndex(args.slotMapping, t);
+      if (slot >= 0)
+        writeCacheRow(args.cache, slot, args.kvC, args.kPe, t);
+    }
+  }
+  return Status::success();
+}
+
+} // namespace mlart::cpu

@@ -1,0 +1,165 @@
+//===- CApiTest.cpp - The C API, exercised through mlart.h only -----------===//
+//
+// Uses nothing but the C header (no mlart:: types), plus CApiSmoke.c which
+// is compiled as C.
+//
+//===----------------------------------------------------------------------===//
+#include "mlart/mlart.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+extern "C" int mlart_capi_smoke_c(char *msg, size_t cap);
+
+namespace {
+
+/// Takes ownership of a status and returns "CODE: message".
+std::string take(mlart_status st) {
+  std::string s = std::to_string(int(mlart_status_get_code(st))) + ": " +
+                  mlart_status_message(st);
+  mlart_status_free(st);
+  return s;
+}
+
+TEST(CApi, CompiledAsCReportsErrorsWithMessages) {
+  char msg[512];
+  EXPECT_EQ(mlart_capi_smoke_c(msg, sizeof msg), 0) << msg;
+  EXPECT_NE(std::strstr(msg, "slot_mapping[1] = 4096"), nullptr) << msg;
+}
+
+TEST(CApi, NullStatusIsOk) {
+  EXPECT_EQ(mlart_status_get_code(nullptr), MLART_STATUS_OK);
+  EXPECT_STREQ(mlart_status_message(nullptr), "");
+  mlart_status_free(nullptr);
+}
+
+TEST(CApi, BadArgumentsBecomeStatuses) {
+  EXPECT_EQ(take(mlart_device_create_cpu(nullptr)),
+            "1: out_device must not be NULL");
+  mlart_device *dev = nullptr;
+  ASSERT_EQ(mlart_device_create_cpu(&dev), nullptr);
+
+  mlart_kv_cache_desc desc = {4, 16, 500, 64, MLART_DTYPE_F8E4M3FN,
+                              MLART_CACHE_FP8_DS_MLA};
+  mlart_kv_cache *cache = nullptr;
+  mlart_status st = mlart_kv_cache_create(dev, &desc, 1.0f, &cache);
+  EXPECT_EQ(mlart_status_get_code(st), MLART_STATUS_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(mlart_status_message(st)).find("divisible by 128"),
+            std::string::npos);
+  mlart_status_free(st);
+  EXPECT_EQ(cache, nullptr);
+
+  mlart_buffer *buf = nullptr;
+  ASSERT_EQ(mlart_buffer_allocate(dev, 16, &buf), nullptr);
+  char bytes[32] = {};
+  st = mlart_buffer_write(buf, 8, bytes, 16);
+  EXPECT_EQ(mlart_status_get_code(st), MLART_STATUS_OUT_OF_RANGE);
+  mlart_status_free(st);
+  EXPECT_EQ(mlart_buffer_write(buf, 0, bytes, 16), nullptr);
+  EXPECT_EQ(mlart_buffer_size(buf), 16u);
+
+  // A tensor of rank 7 is refused before any kernel runs.
+  mlart_quantize_args q = {};
+  q.x.rank = 7;
+  st = mlart_quantize(dev, &q, nullptr);
+  EXPECT_EQ(mlart_status_get_code(st), MLART_STATUS_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(mlart_status_message(st)).find("rank 7"),
+            std::string::npos);
+  mlart_status_free(st);
+
+  // Kernels of the other branch answer Unimplemented, not a crash.
+  mlart_decode_attention_args d = {};
+  st = mlart_decode_attention(dev, &d, nullptr);
+  EXPECT_NE(mlart_status_get_code(st), MLART_STATUS_OK);
+  mlart_status_free(st);
+
+  mlart_buffer_free(buf);
+  mlart_device_destroy(dev);
+}
+
+TEST(CApi, BlockManagerRoundTrip) {
+  mlart_block_manager *bm = nullptr;
+  mlart_status st = mlart_block_manager_create(1, 16, 1, &bm);
+  EXPECT_EQ(mlart_status_get_code(st), MLART_STATUS_INVALID_ARGUMENT);
+  mlart_status_free(st);
+  ASSERT_EQ(mlart_block_manager_create(8, 4, 1, &bm), nullptr);
+
+  std::vector<int32_t> prompt = {1, 2, 3, 4, 5, 6};
+  int64_t cached = -1;
+  ASSERT_EQ(mlart_block_manager_add_request(bm, 7, prompt.data(), 6, &cached),
+            nullptr);
+  EXPECT_EQ(cached, 0);
+  mlart_scheduled_chunk chunk = {7, 0, 6};
+  int64_t slots[8];
+  ASSERT_EQ(mlart_block_manager_build_slot_mapping(bm, &chunk, 1, 8, slots),
+            nullptr);
+  int32_t table[4];
+  int64_t n = 0;
+  ASSERT_EQ(mlart_block_manager_get_block_table(bm, 7, table, 4, &n), nullptr);
+  ASSERT_EQ(n, 2);
+  EXPECT_EQ(slots[0], int64_t(table[0]) * 4);
+  EXPECT_EQ(slots[5], int64_t(table[1]) * 4 + 1);
+  EXPECT_EQ(slots[6], -1);
+  EXPECT_EQ(take(mlart_block_manager_get_block_table(bm, 7, table, 1, &n)),
+            "2: block table has 2 entries, capacity is 1");
+
+  ASSERT_EQ(mlart_block_manager_commit_computed(bm, 7, 6), nullptr);
+  ASSERT_EQ(mlart_block_manager_add_request(bm, 8, prompt.data(), 6, &cached),
+            nullptr);
+  EXPECT_EQ(cached, 4);
+  mlart_prefix_cache_stats stats;
+  ASSERT_EQ(mlart_block_manager_get_stats(bm, &stats), nullptr);
+  EXPECT_EQ(stats.hit_tokens, 4);
+  EXPECT_EQ(stats.cached_blocks, 1);
+  EXPECT_EQ(mlart_block_manager_num_free_blocks(bm), 7 - 3);
+  EXPECT_EQ(take(mlart_block_manager_free_request(bm, 99)),
+            "1: unknown request 99");
+  ASSERT_EQ(mlart_block_manager_free_request(bm, 7), nullptr);
+  ASSERT_EQ(mlart_block_manager_free_request(bm, 8), nullptr);
+  mlart_block_manager_destroy(bm);
+}
+
+TEST(CApi, RopeCacheUpdateThroughTheCHeader) {
+  mlart_device *dev = nullptr;
+  ASSERT_EQ(mlart_device_create_cpu(&dev), nullptr);
+  mlart_kv_cache_desc desc = {2, 16, 128, 64, MLART_DTYPE_F32,
+                              MLART_CACHE_PLAIN};
+  mlart_kv_cache *cache = nullptr;
+  ASSERT_EQ(mlart_kv_cache_create(dev, &desc, 1.0f, &cache), nullptr);
+  EXPECT_EQ(mlart_kv_cache_row_bytes(cache), (128 + 64) * 4);
+
+  std::vector<float> kv(128, 0.5f), pe(64, 1.0f), cs(4 * 64, 0.0f);
+  for (int p = 0; p < 4; ++p)
+    for (int i = 0; i < 32; ++i)
+      cs[size_t(p * 64 + i)] = 1.0f; // cos 1, sin 0: identity rotation
+  int64_t slot = 17, pos = 2;
+  int64_t kvS[2] = {1, 128}, peS[2] = {1, 64}, one[1] = {1}, csS[2] = {4, 64};
+  mlart_rope_cache_update_args a = {};
+  a.kv_c = mlart_tensor_contiguous(kv.data(), MLART_DTYPE_F32, 2, kvS);
+  a.k_pe = mlart_tensor_contiguous(pe.data(), MLART_DTYPE_F32, 2, peS);
+  a.slot_mapping = mlart_tensor_contiguous(&slot, MLART_DTYPE_I64, 1, one);
+  a.cache = cache;
+  a.positions = mlart_tensor_contiguous(&pos, MLART_DTYPE_I64, 1, one);
+  a.cos_sin = mlart_tensor_contiguous(cs.data(), MLART_DTYPE_F32, 2, csS);
+  a.style = MLART_ROPE_NEOX;
+  ASSERT_EQ(mlart_rope_cache_update(dev, &a, nullptr), nullptr);
+  std::vector<float> row(192);
+  ASSERT_EQ(mlart_kv_cache_read_bytes(cache, 17 * 768, row.data(), 768),
+            nullptr);
+  EXPECT_EQ(row[0], 0.5f);
+  EXPECT_EQ(row[128], 1.0f);
+
+  pos = 4; // past the 4-row table
+  mlart_status st = mlart_rope_cache_update(dev, &a, nullptr);
+  EXPECT_EQ(mlart_status_get_code(st), MLART_STATUS_OUT_OF_RANGE);
+  EXPECT_NE(std::string(mlart_status_message(st)).find("positions[0] = 4"),
+            std::string::npos);
+  mlart_status_free(st);
+  mlart_kv_cache_destroy(cache);
+  mlart_device_destroy(dev);
+}
+
+} // namespace

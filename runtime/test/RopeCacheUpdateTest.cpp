@@ -1,0 +1,219 @@
+//===- RopeCacheUpdateTest.cpp - Fused rope + cache write vs unfused ------===//
+#include "TestUtil.h"
+
+#include "mlart/Device.h"
+#include "mlart/KVCache.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <tuple>
+
+using namespace mlart;
+using namespace mlart::test;
+
+namespace {
+
+struct FusedCase {
+  bool neox;
+  int64_t tokens;
+  int64_t rope;
+  int64_t blockSize;
+  bool fp8;
+};
+
+/// vLLM test_concat_and_cache_mla_rope_fused: 128 q heads, 64 blocks,
+/// max position 8192, base 10000, latent 512, bf16 activations.
+class RopeCacheUpdateGrid
+    : public ::testing::TestWithParam<
+          std::tuple<bool, int64_t, int64_t, int64_t, bool>> {};
+
+TEST_P(RopeCacheUpdateGrid, EqualsRopeThenUpdate) {
+  const auto [neox, tokens, rope, blockSize, fp8] = GetParam();
+  const int64_t latent = 512, qHeads = 128, blocks = 64, maxPos = 8192;
+  const RopeStyle style = neox ? RopeStyle::NeoX : RopeStyle::GptJ;
+  std::mt19937 rng(unsigned(tokens * 1000 + rope * 10 + blockSize) +
+                   (neox ? 7u : 0u) + (fp8 ? 13u : 0u));
+  auto dev = createCpuDevice();
+  KVCacheDesc desc;
+  desc.numBlocks = blocks;
+  desc.blockSize = blockSize;
+  desc.latentRank = latent;
+  desc.ropeDim = rope;
+  desc.dtype = fp8 ? DType::F8E4M3FN : DType::BF16;
+  desc.layout = fp8 ? CacheLayout::Fp8PerTensor : CacheLayout::Plain;
+  KVCache fusedCache = std::move(KVCache::create(*dev, desc, 0.1f).value());
+  KVCache refCache = std::move(KVCache::create(*dev, desc, 0.1f).value());
+  ASSERT_TRUE(fusedCache.fill(kPoison).ok());
+  ASSERT_TRUE(refCache.fill(kPoison).ok());
+
+  const HostTensor &table = cosSinTable(maxPos, rope, 10000.0);
+  HostTensor kvC(DType::BF16, {tokens, latent});
+  HostTensor kPe(DType::BF16, {tokens, rope});
+  HostTensor qPe(DType::BF16, {tokens, qHeads, rope});
+  fillRandom(kvC, rng);
+  fillRandom(kPe, rng);
+  fillRandom(qPe, rng);
+  std::vector<int64_t> pos(static_cast<size_t>(tokens));
+  std::uniform_int_distribution<int64_t> posDist(0, maxPos - 1);
+  for (auto &p : pos)
+    p = posDist(rng);
+  HostTensor positions = indexTensor(pos);
+  std::vector<int64_t> slots = distinctSlots(tokens, desc.numSlots(), rng);
+  slots[1] = -1; // a token that is rotated but not stored
+  HostTensor slotMapping = indexTensor(slots);
+
+  // Unfused reference: rope(q_pe), rope(k_pe), cacheUpdate.
+  HostTensor refQ = qPe, refK = kPe;
+  const KernelLibrary &k = dev->kernels();
+  ASSERT_TRUE(k.rope({refQ.ref, positions.ref, table.ref, style}, nullptr).ok());
+  ASSERT_TRUE(k.rope({refK.ref, positions.ref, table.ref, style}, nullptr).ok());
+  ASSERT_TRUE(k.cacheUpdate({kvC.ref, refK.ref, slotMapping.ref, refCache.ref()},
+                            nullptr)
+                  .ok());
+
+  HostTensor fusedQ = qPe, fusedK = kPe;
+  HostTensor kOut(DType::BF16, {tokens, rope});
+  RopeCacheUpdateArgs args;
+  args.kvC = kvC.ref;
+  args.kPe = fusedK.ref;
+  args.slotMapping = slotMapping.ref;
+  args.cache = fusedCache.ref();
+  args.positions = positions.ref;
+  args.cosSin = table.ref;
+  args.style = style;
+  args.qPe = fusedQ.ref;
+  args.kPeOut = kOut.ref;
+  Status s = k.ropeCacheUpdate(args, nullptr);
+  ASSERT_TRUE(s.ok()) << s.toString();
+
+  // The CPU device is host-accessible: compare in place, no 20 MB copies.
+  EXPECT_EQ(std::memcmp(fusedCache.data(), refCache.data(),
+                        fusedCache.sizeBytes()),
+            0);
+  EXPECT_EQ(fusedQ.bytes, refQ.bytes);
+  EXPECT_EQ(fusedK.bytes, refK.bytes);
+  EXPECT_EQ(std::memcmp(kOut.bytes.data(), refK.bytes.data(),
+                        size_t(tokens * rope * 2)),
+            0);
+
+  // The rotation itself against float64 (one bf16 rounding allowed).
+  std::vector<float> in(static_cast<size_t>(rope));
+  std::vector<double> ref(static_cast<size_t>(rope));
+  const float *cs = reinterpret_cast<const float *>(table.bytes.data());
+  for (int64_t t = 0; t < tokens; ++t)
+    for (int64_t h = 0; h < qHeads; h += 17) {
+      const int64_t base = (t * qHeads + h) * rope;
+      for (int64_t i = 0; i < rope; ++i)
+        in[size_t(i)] = qPe.get(base + i);
+      ropeReference(in.data(), ref.data(), rope, cs + pos[size_t(t)] * rope,
+                    neox);
+      for (int64_t i = 0; i < rope; ++i)
+        ASSERT_NEAR(fusedQ.get(base + i), ref[size_t(i)],
+                    (1.0 + std::fabs(ref[size_t(i)])) / 128);
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Vllm, RopeCacheUpdateGrid,
+    ::testing::Combine(::testing::Bool(),
+                       ::testing::Values(int64_t(11), int64_t(42)),
+                       ::testing::Values(int64_t(64), int64_t(128)),
+                       ::testing::Values(int64_t(16), int64_t(64),
+                                         int64_t(256)),
+                       ::testing::Bool()),
+    [](const auto &info) {
+      return std::string(std::get<0>(info.param) ? "neox" : "gptj") + "_t" +
+             std::to_string(std::get<1>(info.param)) + "_rope" +
+             std::to_string(std::get<2>(info.param)) + "_bs" +
+             std::to_string(std::get<3>(info.param)) +
+             (std::get<4>(info.param) ? "_fp8" : "_bf16");
+    });
+
+/// Negative-slot and padded tokens: q_pe and k_pe are still rotated for
+/// every token (attention needs q), only the cache rows are skipped.
+TEST(RopeCacheUpdate, NegativeSlotTokensAreRotatedButNotStored) {
+  auto dev = createCpuDevice();
+  KVCacheDesc desc;
+  desc.numBlocks = 4;
+  desc.blockSize = 16;
+  KVCache cache = std::move(KVCache::create(*dev, desc).value());
+  ASSERT_TRUE(cache.fill(kPoison).ok());
+  const std::vector<uint8_t> before = cacheBytes(cache);
+  std::mt19937 rng(9);
+  const HostTensor &table = cosSinTable(64, 64, 10000.0);
+  HostTensor kvC(DType::BF16, {3, 512}), kPe(DType::BF16, {3, 64}),
+      qPe(DType::BF16, {3, 2, 64});
+  fillRandom(kvC, rng);
+  fillRandom(kPe, rng);
+  fillRandom(qPe, rng);
+  HostTensor refQ = qPe, refK = kPe;
+  HostTensor positions = indexTensor({3, 4, 5});
+  ASSERT_TRUE(cpuKernelLibrary()
+                  .rope({refQ.ref, positions.ref, table.ref, RopeStyle::NeoX},
+                        nullptr)
+                  .ok());
+  ASSERT_TRUE(cpuKernelLibrary()
+                  .rope({refK.ref, positions.ref, table.ref, RopeStyle::NeoX},
+                        nullptr)
+                  .ok());
+  // Two tokens with slot -1 and one padded token past the slot mapping.
+  HostTensor slots = indexTensor({-1, -1});
+  RopeCacheUpdateArgs args;
+  args.kvC = kvC.ref;
+  args.kPe = kPe.ref;
+  args.slotMapping = slots.ref;
+  args.cache = cache.ref();
+  args.positions = positions.ref;
+  args.cosSin = table.ref;
+  args.qPe = qPe.ref;
+  ASSERT_TRUE(cpuKernelLibrary().ropeCacheUpdate(args, nullptr).ok());
+  EXPECT_EQ(qPe.bytes, refQ.bytes);
+  EXPECT_EQ(kPe.bytes, refK.bytes);
+  EXPECT_EQ(cacheBytes(cache), before);
+}
+
+TEST(RopeCacheUpdate, ErrorsLeaveEverythingUntouched) {
+  auto dev = createCpuDevice();
+  KVCacheDesc desc;
+  desc.numBlocks = 4;
+  desc.blockSize = 16;
+  KVCache cache = std::move(KVCache::create(*dev, desc).value());
+  ASSERT_TRUE(cache.fill(kPoison).ok());
+  const std::vector<uint8_t> before = cacheBytes(cache);
+  std::mt19937 rng(10);
+  const HostTensor &table = cosSinTable(64, 64, 10000.0);
+  HostTensor kvC(DType::BF16, {2, 512}), kPe(DType::BF16, {2, 64}),
+      qPe(DType::BF16, {2, 4, 64});
+  fillRandom(kvC, rng);
+  fillRandom(kPe, rng);
+  fillRandom(qPe, rng);
+  const HostTensor q0 = qPe, k0 = kPe;
+  RopeCacheUpdateArgs args;
+  args.kvC = kvC.ref;
+  args.kPe = kPe.ref;
+  args.cache = cache.ref();
+  args.cosSin = table.ref;
+  args.qPe = qPe.ref;
+
+  HostTensor goodPos = indexTensor({1, 2}), badPos = indexTensor({1, 64});
+  HostTensor goodSlots = indexTensor({0, 1}), badSlots = indexTensor({0, 64});
+  args.positions = badPos.ref;
+  args.slotMapping = goodSlots.ref;
+  EXPECT_EQ(cpuKernelLibrary().ropeCacheUpdate(args, nullptr).code(),
+            StatusCode::OutOfRange);
+  args.positions = goodPos.ref;
+  args.slotMapping = badSlots.ref;
+  EXPECT_EQ(cpuKernelLibrary().ropeCacheUpdate(args, nullptr).code(),
+            StatusCode::OutOfRange);
+  HostTensor wrongQ(DType::BF16, {2, 4, 32});
+  args.slotMapping = goodSlots.ref;
+  args.qPe = wrongQ.ref;
+  EXPECT_EQ(cpuKernelLibrary().ropeCacheUpdate(args, nullptr).code(),
+            StatusCode::InvalidArgument);
+  EXPECT_EQ(qPe.bytes, q0.bytes);
+  EXPECT_EQ(kPe.bytes, k0.bytes);
+  EXPECT_EQ(cacheBytes(cache), before);
+}
+
+} // namespace
