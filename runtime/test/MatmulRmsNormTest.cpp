@@ -212,3 +212,27 @@ TEST(RmsNorm, RejectsMismatchedShapesWithoutWriting) {
 }
 
 } // namespace
+
+TEST(Add, MatchesFloat64AndRejectsShapes) {
+  std::mt19937 rng(7);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  const int64_t rows = 5, cols = 37;
+  std::vector<uint16_t> a(rows * cols), b(rows * cols), out(rows * cols, 0x7fc0);
+  std::vector<double> ref(rows * cols);
+  for (int64_t i = 0; i < rows * cols; ++i) {
+    a[i] = mlart::floatToBf16(dist(rng));
+    b[i] = mlart::floatToBf16(dist(rng));
+    ref[i] = double(mlart::bf16ToFloat(a[i])) + double(mlart::bf16ToFloat(b[i]));
+  }
+  auto view = [&](std::vector<uint16_t> &v) {
+    return mlart::TensorRef::contiguous(v.data(), mlart::DType::BF16, {rows, cols});
+  };
+  mlart::AddArgs args{view(a), view(b), view(out)};
+  ASSERT_TRUE(mlart::cpu::add(args).ok());
+  for (int64_t i = 0; i < rows * cols; ++i)
+    EXPECT_NEAR(mlart::bf16ToFloat(out[i]), ref[i], std::abs(ref[i]) * 1e-2 + 1e-6) << i;
+  std::vector<uint16_t> small(rows * (cols - 1)), before = out;
+  args.b = mlart::TensorRef::contiguous(small.data(), mlart::DType::BF16, {rows, cols - 1});
+  EXPECT_EQ(mlart::cpu::add(args).code(), mlart::StatusCode::InvalidArgument);
+  EXPECT_EQ(out, before);
+}

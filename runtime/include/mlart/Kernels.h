@@ -155,6 +155,13 @@ struct LinearArgs {
   TensorRef out;
 };
 
+/// out = a + b elementwise; a, b, out [T, D] (the residual connection).
+struct AddArgs {
+  TensorRef a;
+  TensorRef b;
+  TensorRef out;
+};
+
 /// The kernels of one device. Implementations are stateless and thread-safe.
 class KernelLibrary {
 public:
@@ -180,6 +187,7 @@ public:
   virtual Status rmsNorm(const RmsNormArgs &args,
                          StreamHandle stream) const = 0;
   virtual Status linear(const LinearArgs &args, StreamHandle stream) const = 0;
+  virtual Status add(const AddArgs &args, StreamHandle stream) const = 0;
 };
 
 /// The CPU reference kernels (always available).

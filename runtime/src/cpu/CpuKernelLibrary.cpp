@@ -44,6 +44,9 @@ public:
   Status linear(const LinearArgs &a, StreamHandle) const override {
     return cpu::linear(a);
   }
+  Status add(const AddArgs &a, StreamHandle) const override {
+    return cpu::add(a);
+  }
 };
 } // namespace
 

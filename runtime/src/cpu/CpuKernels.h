@@ -22,6 +22,7 @@ Status qConcat(const QConcatArgs &args);
 Status quantize(const QuantizeArgs &args);
 Status rmsNorm(const RmsNormArgs &args);
 Status linear(const LinearArgs &args);
+Status add(const AddArgs &args);
 
 } // namespace mlart::cpu
 
