@@ -2,6 +2,7 @@
 #include "mla/InitAll.h"
 
 #include "mla/IR/MLADialect.h"
+#include "mla/Pipelines/Pipelines.h"
 #include "mla/Transforms/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -37,4 +38,5 @@ void mlir::mla::registerAllDialects(DialectRegistry &registry) {
 void mlir::mla::registerAllPasses() {
   mlir::registerAllPasses();
   mla::registerMLAPasses();
+  mla::registerPipelines();
 }

@@ -30,6 +30,18 @@ OpFoldResult nopeWidth(PatternRewriter &rewriter, Location loc, Value q,
   return tensor::getMixedSize(rewriter, loc, wUk, 1);
 }
 
+/// If `q` is `tensor.concat dim(2) %nope, %pe` with `%pe` exactly `rope`
+/// wide, returns the two parts.
+std::optional<std::pair<Value, Value>> splitConcat(Value q, int64_t rope) {
+  auto concat = q.getDefiningOp<tensor::ConcatOp>();
+  if (!concat || concat.getDim() != 2 || concat.getInputs().size() != 2)
+    return std::nullopt;
+  Value nope = concat.getInputs()[0], pe = concat.getInputs()[1];
+  if (cast<ShapedType>(pe.getType()).getDimSize(2) != rope)
+    return std::nullopt;
+  return std::make_pair(nope, pe);
+}
+
 /// decode_attention(q, absorb(w_uk), q_scale?) becomes
 ///   quantize?(q_concat(q_absorb(q[..., :N], w_uk), q[..., N:]))
 /// feeding a latent-form decode_attention.
@@ -58,11 +70,18 @@ struct LiftQPrep : OpRewritePattern<DecodeAttentionOp> {
     OpFoldResult nope = nopeWidth(rewriter, loc, q, wUk, rope);
     SmallVector<OpFoldResult> strides(3, one);
 
-    Value qNope = tensor::ExtractSliceOp::create(
-        rewriter, loc, q, {zero, zero, zero}, {batch, heads, nope}, strides);
-    Value qPe = tensor::ExtractSliceOp::create(
-        rewriter, loc, q, {zero, zero, nope},
-        {batch, heads, rewriter.getIndexAttr(rope)}, strides);
+    Value qNope, qPe;
+    if (std::optional<std::pair<Value, Value>> parts = splitConcat(q, rope)) {
+      // Models assemble q as concat(q_nope, rope(q_pe)): use the parts, so
+      // the q rope feeds q_concat directly and can fuse with the k rope.
+      std::tie(qNope, qPe) = *parts;
+    } else {
+      qNope = tensor::ExtractSliceOp::create(
+          rewriter, loc, q, {zero, zero, zero}, {batch, heads, nope}, strides);
+      qPe = tensor::ExtractSliceOp::create(
+          rewriter, loc, q, {zero, zero, nope},
+          {batch, heads, rewriter.getIndexAttr(rope)}, strides);
+    }
 
     int64_t b = qType.getDimSize(0), h = qType.getDimSize(1);
     auto latentType = RankedTensorType::get({b, h, latent}, elementType);

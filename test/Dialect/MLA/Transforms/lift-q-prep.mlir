@@ -150,3 +150,24 @@ func.func @shared_q_prep(%q: tensor<?x16x192xbf16>, %c0: !mla.kv_cache<?x64xbf16
       : tensor<?x16x192xbf16>, !mla.kv_cache<?x64xbf16>, tensor<?x8xi32>, tensor<?xi32> -> tensor<?x16x512xbf16>
   return %o0, %o1 : tensor<?x16x512xbf16>, tensor<?x16x512xbf16>
 }
+
+// -----
+
+// A query assembled by tensor.concat of (nope, rotated pe) is split back into
+// its parts instead of being sliced, so the q rope feeds q_concat directly.
+// CHECK-LABEL: func.func @concat_query_parts
+// CSE-LABEL: func.func @concat_query_parts
+// ROUNDTRIP-LABEL: func.func @concat_query_parts
+// CHECK-SAME: (%[[NOPE:[^:]*]]: tensor<2x16x128xbf16>, %[[PE:[^:]*]]: tensor<2x16x64xbf16>
+// CHECK-NOT: tensor.extract_slice
+// CHECK: %[[LAT:.*]] = mla.q_absorb %[[NOPE]], %{{.*}} :
+// CHECK-NEXT: %[[Q:.*]] = mla.q_concat %[[LAT]], %[[PE]] :
+// CHECK-NEXT: mla.decode_attention %[[Q]], %{{.*}}[%{{.*}}, %{{.*}}] softmax_scale
+func.func @concat_query_parts(%nope: tensor<2x16x128xbf16>, %pe: tensor<2x16x64xbf16>,
+                              %cache: !mla.kv_cache<?x16xbf16>, %bt: tensor<2x4xi32>, %sl: tensor<2xi32>,
+                              %w_uk: tensor<16x128x512xbf16>) -> tensor<2x16x512xbf16> {
+  %q = tensor.concat dim(2) %nope, %pe : (tensor<2x16x128xbf16>, tensor<2x16x64xbf16>) -> tensor<2x16x192xbf16>
+  %o = mla.decode_attention %q, %cache[%bt, %sl] absorb(%w_uk : tensor<16x128x512xbf16>) softmax_scale = 0.1
+      : tensor<2x16x192xbf16>, !mla.kv_cache<?x16xbf16>, tensor<2x4xi32>, tensor<2xi32> -> tensor<2x16x512xbf16>
+  return %o : tensor<2x16x512xbf16>
+}

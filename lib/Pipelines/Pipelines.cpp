@@ -1,0 +1,96 @@
+//===- Pipelines.cpp - The decode and prefill pass pipelines --------------===//
+//
+// Order and why:
+//  1. extract: split monolithic attention; every later pass sees the update.
+//  2. canonicalize + cse: merge duplicated pure producers (ropes, slices).
+//  3. eliminate: dummy runs, empty and redundant writes go before fusion so
+//     nothing fuses a write that would be deleted.
+//  4. fuse-quant before fuse-rope: rope -> quantize -> update composes into a
+//     fused rope update with a scale.
+//  5. lift-q-prep (decode): explicit q preparation that CSE can share; it
+//     runs before fuse-rope so the q rope's user (q_concat) follows the
+//     update and the q rope fuses into the same kernel.
+//  6. schedule: move updates early (or late) within their effects.
+//  7. fuse-into-attention (decode, targets whose kernel can write rows).
+//  8. canonicalize + cse, then verify the cache order of the result.
+//
+//===----------------------------------------------------------------------===//
+#include "mla/Pipelines/Pipelines.h"
+
+#include "mla/Transforms/Passes.h"
+
+#include "mlir/Pass/PassRegistry.h"
+#include "mlir/Transforms/Passes.h"
+
+using namespace mlir;
+using namespace mlir::mla;
+
+namespace {
+
+enum class Phase { Decode, Prefill };
+
+void buildPipeline(OpPassManager &pm, const PipelineOptions &options,
+                   Phase phase) {
+  pm.addPass(createMLAExtractKVUpdate());
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createCSEPass());
+  if (options.eliminate)
+    pm.addPass(createMLAEliminateKVUpdates());
+  if (options.fuseQuant)
+    pm.addPass(createMLAFuseKVUpdateQuant());
+  // Lifting first exposes the rotated q_pe to q_concat, after the update,
+  // where the rope fusion can take the q rope into the same kernel.
+  if (phase == Phase::Decode && options.liftQPrep)
+    pm.addPass(createMLALiftQPrep());
+  if (options.fuseRope)
+    pm.addPass(createMLAFuseRopeKVUpdate());
+  if (options.schedule != ScheduleChoice::None) {
+    MLAScheduleKVUpdatesOptions scheduleOptions;
+    scheduleOptions.strategy = options.schedule == ScheduleChoice::Early
+                                   ? KVUpdateSchedule::Early
+                                   : KVUpdateSchedule::Late;
+    pm.addPass(createMLAScheduleKVUpdates(scheduleOptions));
+  }
+  if (phase == Phase::Decode && options.fuseIntoAttention) {
+    MLAFuseKVUpdateIntoAttentionOptions fuseOptions;
+    fuseOptions.target = stringifyTarget(options.target).str();
+    pm.addPass(createMLAFuseKVUpdateIntoAttention(fuseOptions));
+  }
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createCSEPass());
+  if (options.verify)
+    pm.addPass(createMLAVerifyKVOrder());
+}
+
+} // namespace
+
+llvm::StringRef mlir::mla::stringifyTarget(PipelineTarget target) {
+  return target == PipelineTarget::Cpu ? "cpu" : "cuda-sm90";
+}
+
+void mlir::mla::buildDecodePipeline(OpPassManager &pm,
+                                    const PipelineOptions &options) {
+  buildPipeline(pm, options, Phase::Decode);
+}
+
+void mlir::mla::buildPrefillPipeline(OpPassManager &pm,
+                                     const PipelineOptions &options) {
+  buildPipeline(pm, options, Phase::Prefill);
+}
+
+void mlir::mla::registerPipelines() {
+  PassPipelineRegistration<PipelineOptions>(
+      "mla-decode-pipeline",
+      "Extract, eliminate, fuse, schedule and verify the cache updates of a "
+      "decode step",
+      [](OpPassManager &pm, const PipelineOptions &options) {
+        buildDecodePipeline(pm, options);
+      });
+  PassPipelineRegistration<PipelineOptions>(
+      "mla-prefill-pipeline",
+      "Extract, eliminate, fuse, schedule and verify the cache updates of a "
+      "prefill step",
+      [](OpPassManager &pm, const PipelineOptions &options) {
+        buildPrefillPipeline(pm, options);
+      });
+}

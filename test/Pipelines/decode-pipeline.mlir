@@ -1,0 +1,72 @@
+// The decode pipeline on realistic DeepSeek-V2-Lite steps (hidden 2048, 16
+// heads, latent 512 + rope 64): the final op sequence of one and two layers.
+//
+// RUN: mla-opt %mla_src_root/examples/deepseek-v2-lite-decode-layer.mlir -mla-decode-pipeline | FileCheck %s --check-prefix=ONE
+// RUN: mla-opt %mla_src_root/examples/deepseek-v2-lite-decode-2layers.mlir -mla-decode-pipeline | FileCheck %s --check-prefix=TWO
+// RUN: mla-opt %mla_src_root/examples/deepseek-v2-lite-decode-layer.mlir -mla-decode-pipeline='target=cuda-sm90 fuse-into-attention=true fuse-rope=false' | FileCheck %s --check-prefix=CUDA
+// RUN: mla-opt %mla_src_root/examples/deepseek-v2-lite-decode-layer.mlir -mla-decode-pipeline='fuse-into-attention=true fuse-rope=false' | FileCheck %s --check-prefix=CPUNOFUSE
+// RUN: mla-opt %mla_src_root/examples/deepseek-v2-lite-decode-layer.mlir -mla-decode-pipeline='fuse-rope=false lift-q-prep=false schedule=none' | FileCheck %s --check-prefix=MIN
+// RUN: not mla-opt %mla_src_root/examples/deepseek-v2-lite-decode-layer.mlir -mla-decode-pipeline='target=tpu' 2>&1 | FileCheck %s --check-prefix=BADTARGET
+// RUN: not mla-opt %mla_src_root/examples/deepseek-v2-lite-decode-layer.mlir -mla-decode-pipeline='schedule=sideways' 2>&1 | FileCheck %s --check-prefix=BADSCHEDULE
+
+// One layer: a single fused kernel rotates q_pe and k_pe and writes the cache;
+// the explicit query preparation consumes the rotated q_pe after it, then the
+// latent attention reads the cache.
+// ONE-LABEL: func.func @decode_layer
+// ONE-SAME: %[[POS:arg1]]: tensor<8xi64>, %[[SLOTS:arg2]]: tensor<8xi64>, %[[BT:arg3]]: tensor<8x64xi32>, %[[SL:arg4]]: tensor<8xi32>, %[[CACHE:arg5]]: !mla.kv_cache<?x64xbf16> {mla.noalias}, %[[CS:arg6]]
+// ONE: %[[H:.*]] = mla.rms_norm %arg0
+// ONE-NEXT: %[[QF:.*]] = mla.linear %[[H]], %arg8
+// ONE-NEXT: %[[Q:.*]] = tensor.expand_shape %[[QF]]
+// ONE-NEXT: %[[QNOPE:.*]] = tensor.extract_slice %[[Q]][0, 0, 0] [8, 16, 128]
+// ONE-NEXT: %[[QPE:.*]] = tensor.extract_slice %[[Q]][0, 0, 128] [8, 16, 64]
+// ONE-NEXT: %[[KV:.*]] = mla.linear %[[H]], %arg9
+// ONE-NEXT: %[[KVC:.*]] = tensor.extract_slice %[[KV]][0, 0] [8, 512]
+// ONE-NEXT: %[[KPE:.*]] = tensor.extract_slice %[[KV]][0, 512] [8, 64]
+// ONE-NEXT: %[[NORM:.*]] = mla.rms_norm %[[KVC]], %arg10
+// ONE-NEXT: %[[QROT:.*]] = mla.rope_kv_cache_update gptj %[[NORM]], %[[KPE]], %[[SLOTS]] into %[[CACHE]] positions(%[[POS]], %[[CS]]) rotate_q(%[[QPE]] : tensor<8x16x64xbf16>)
+// ONE-NEXT: %[[LAT:.*]] = mla.q_absorb %[[QNOPE]], %arg11
+// ONE-NEXT: %[[QL:.*]] = mla.q_concat %[[LAT]], %[[QROT]]
+// ONE-NEXT: %[[O:.*]] = mla.decode_attention %[[QL]], %[[CACHE]][%[[BT]], %[[SL]]] softmax_scale = 1.146590e-01
+// ONE-NEXT: %[[V:.*]] = mla.v_up %[[O]], %arg12
+// ONE-NEXT: %[[F:.*]] = tensor.collapse_shape %[[V]]
+// ONE-NEXT: %[[OUT:.*]] = mla.linear %[[F]], %arg13
+// ONE-NEXT: return %[[OUT]]
+// ONE-NOT: mla.attention
+// ONE-NOT: mla.rope
+
+// Two layers: each layer's fused write goes to its own cache, each attention
+// reads its own cache after that write, and layer 2 consumes layer 1's sum.
+// TWO-LABEL: func.func @decode_step
+// TWO-NOT: mla.attention
+// TWO: mla.rope_kv_cache_update gptj %{{.*}} into %[[C0:arg6]] positions
+// TWO: mla.decode_attention %{{.*}}, %[[C0]][
+// TWO: %[[SUM0:.*]] = arith.addf %arg0, %{{.*}}
+// TWO-NEXT: %{{.*}} = mla.rms_norm %[[SUM0]]
+// TWO: mla.rope_kv_cache_update gptj %{{.*}} into %[[C1:arg14]] positions
+// TWO: mla.decode_attention %{{.*}}, %[[C1]][
+// TWO: %[[SUM1:.*]] = arith.addf %[[SUM0]], %{{.*}}
+// TWO-NEXT: return %[[SUM1]]
+// TWO-NOT: mla.rope gptj
+
+// CUDA target with the attention fusion: one op writes the rows and attends.
+// CUDA-LABEL: func.func @decode_layer
+// CUDA-NOT: mla.kv_cache_update
+// CUDA: %[[QL:.*]] = mla.q_concat
+// CUDA-NEXT: mla.decode_attention_with_update %[[QL]], %arg5[%arg3, %arg4] update(
+// CUDA-NOT: mla.decode_attention %
+
+// The CPU target declares no attention kernel that writes rows: no fusion.
+// CPUNOFUSE-LABEL: func.func @decode_layer
+// CPUNOFUSE: mla.kv_cache_update
+// CPUNOFUSE: mla.decode_attention %
+// CPUNOFUSE-NOT: mla.decode_attention_with_update
+
+// Fusions off: extraction alone, absorbing attention, V-up.
+// MIN-LABEL: func.func @decode_layer
+// MIN: mla.kv_cache_update
+// MIN-NEXT: %[[O:.*]] = mla.decode_attention %{{.*}} absorb(
+// MIN-NEXT: mla.v_up %[[O]]
+// MIN-NOT: mla.q_absorb
+
+// BADTARGET: Cannot find option named 'tpu'
+// BADSCHEDULE: Cannot find option named 'sideways'
