@@ -7,20 +7,20 @@
 //   mla-opt examples/deepseek-v2-lite-decode-layer.mlir -mla-decode-pipeline
 
 func.func @decode_layer(
-    %x: tensor<8x2048xbf16>,            // hidden states, one token a request
-    %positions: tensor<8xi64>,
-    %slot_mapping: tensor<8xi64>,
-    %block_table: tensor<8x64xi32>,
-    %seq_lens: tensor<8xi32>,           // lengths after this step
-    %cache: !mla.kv_cache<?x64xbf16> {mla.noalias},
-    %cos_sin: tensor<8192x64xf32>,
-    %w_input_norm: tensor<2048xbf16>,
-    %w_q: tensor<3072x2048xbf16>,
-    %w_kv_a: tensor<576x2048xbf16>,
-    %w_kv_norm: tensor<512xbf16>,
-    %w_uk: tensor<16x128x512xbf16>,
-    %w_uv: tensor<16x512x128xbf16>,
-    %w_o: tensor<2048x2048xbf16>) -> tensor<8x2048xbf16> {
+    %x: tensor<8x2048xbf16> {mla.name = "hidden_states"},            // hidden states, one token a request
+    %positions: tensor<8xi64> {mla.name = "positions"},
+    %slot_mapping: tensor<8xi64> {mla.name = "slot_mapping"},
+    %block_table: tensor<8x64xi32> {mla.name = "block_table"},
+    %seq_lens: tensor<8xi32> {mla.name = "seq_lens"},           // lengths after this step
+    %cache: !mla.kv_cache<?x64xbf16> {mla.name = "model.layers.0.kv_cache", mla.noalias},
+    %cos_sin: tensor<8192x64xf32> {mla.name = "cos_sin_cache"},
+    %w_input_norm: tensor<2048xbf16> {mla.name = "model.layers.0.input_layernorm.weight"},
+    %w_q: tensor<3072x2048xbf16> {mla.name = "model.layers.0.self_attn.q_proj.weight"},
+    %w_kv_a: tensor<576x2048xbf16> {mla.name = "model.layers.0.self_attn.kv_a_proj_with_mqa.weight"},
+    %w_kv_norm: tensor<512xbf16> {mla.name = "model.layers.0.self_attn.kv_a_layernorm.weight"},
+    %w_uk: tensor<16x128x512xbf16> {mla.name = "model.layers.0.self_attn.w_uk"},
+    %w_uv: tensor<16x512x128xbf16> {mla.name = "model.layers.0.self_attn.w_uv"},
+    %w_o: tensor<2048x2048xbf16> {mla.name = "model.layers.0.self_attn.o_proj.weight"}) -> (tensor<8x2048xbf16> {mla.name = "hidden_states_out"}) {
   %h = mla.rms_norm %x, %w_input_norm : tensor<8x2048xbf16>, tensor<2048xbf16>
 
   // Query: project, split into nope and rope parts, rotate the rope part.

@@ -13,7 +13,7 @@
 // the explicit query preparation consumes the rotated q_pe after it, then the
 // latent attention reads the cache.
 // ONE-LABEL: func.func @decode_layer
-// ONE-SAME: %[[POS:arg1]]: tensor<8xi64>, %[[SLOTS:arg2]]: tensor<8xi64>, %[[BT:arg3]]: tensor<8x64xi32>, %[[SL:arg4]]: tensor<8xi32>, %[[CACHE:arg5]]: !mla.kv_cache<?x64xbf16> {mla.noalias}, %[[CS:arg6]]
+// ONE-SAME: %[[POS:arg1]]: tensor<8xi64> {{.*}}, %[[SLOTS:arg2]]: tensor<8xi64> {{.*}}, %[[BT:arg3]]: tensor<8x64xi32> {{.*}}, %[[SL:arg4]]: tensor<8xi32> {{.*}}, %[[CACHE:arg5]]: !mla.kv_cache<?x64xbf16> {{.*}}mla.noalias}, %[[CS:arg6]]
 // ONE: %[[H:.*]] = mla.rms_norm %arg0
 // ONE-NEXT: %[[QF:.*]] = mla.linear %[[H]], %arg8
 // ONE-NEXT: %[[Q:.*]] = tensor.expand_shape %[[QF]]
