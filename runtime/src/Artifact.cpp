@@ -548,8 +548,9 @@ private:
       Status valid = d.validate();
       if (!valid.ok())
         return invalid(what + " '" + cd.name + "': " + valid.message());
-      int64_t total;
-      if (!mulChecked(d.numSlots(), d.rowBytes(), total))
+      int64_t slots, total;
+      if (!mulChecked(d.numBlocks, d.blockSize, slots) ||
+          !mulChecked(slots, d.rowBytes(), total))
         return invalid(what + " '" + cd.name + "' is too large");
       a_.caches_.push_back(std::move(cd));
     }
