@@ -1,0 +1,184 @@
+//===- Artifact.h - A loaded, fully validated MLAA step program -----------===//
+//
+// An artifact is the program of one step with static shapes, produced by the
+// compiler (mla-translate) through ArtifactWriter and run by the Executor:
+// buffer declarations bound by name, KV-cache declarations, one scratch
+// arena, strided views of those, and a list of kernel instructions. The byte
+// format ("MLAA", docs/artifact.md) is decoded and validated completely by
+// Artifact::load; a loaded Artifact is known to be internally consistent
+// (every index in range, every view inside its base, every instruction with
+// the operands its kernel needs), so the executor only checks bindings.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MLART_ARTIFACT_H
+#define MLART_ARTIFACT_H
+
+#include "mlart/DType.h"
+#include "mlart/KVCacheLayout.h"
+#include "mlart/Kernels.h"
+#include "mlart/StatusOr.h"
+#include "mlart/TensorRef.h"
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace mlart {
+
+/// Version of the MLAA format this runtime reads and writes.
+constexpr uint32_t kArtifactVersion = 1;
+/// Marks an absent index (optional operand, no cache, no string).
+constexpr uint32_t kNoIndex = 0xFFFFFFFFu;
+/// Operand slots of one instruction.
+constexpr int kMaxOperands = 10;
+
+/// What a function argument is; the executor treats them alike except that
+/// no instruction may write a Weight buffer (checked at load).
+enum class BufferRole : uint8_t {
+  Input = 0,
+  Output = 1,
+  Weight = 2,
+  StepMetadata = 3, ///< slot mapping, positions, block table, sequence lengths
+};
+/// Stable name: "input", "output", "weight", "step_metadata".
+const char *bufferRoleName(BufferRole role);
+
+/// One kernel of the KernelLibrary, or a strided copy. Values are stored in
+/// the artifact.
+enum class Opcode : uint16_t {
+  Copy = 1,
+  CacheUpdate = 2,
+  Rope = 3,
+  RopeCacheUpdate = 4,
+  DecodeAttention = 5,
+  PrefillAttention = 6,
+  QAbsorb = 7,
+  VUp = 8,
+  QConcat = 9,
+  Quantize = 10,
+  RmsNorm = 11,
+  Linear = 12,
+  Add = 13,
+};
+/// Stable name ("copy", "cache_update", ...); "unknown" for other values.
+const char *opcodeName(Opcode op);
+
+/// A function argument: bound by name to caller memory of exactly this
+/// dtype and (contiguous, row-major) shape.
+struct BufferDecl {
+  std::string name;
+  BufferRole role = BufferRole::Input;
+  DType dtype = DType::F32;
+  int rank = 0;
+  int64_t sizes[kMaxRank] = {0, 0, 0, 0};
+
+  int64_t numElements() const;
+  /// numElements() * dtypeSize(dtype).
+  int64_t sizeBytes() const;
+};
+
+/// A paged KV cache argument: bound by name to a cache of exactly this desc.
+struct CacheDecl {
+  std::string name;
+  KVCacheDesc desc;
+};
+
+/// What a view reads or writes: a declared buffer or the scratch arena.
+enum class ViewBase : uint8_t { Buffer = 0, Arena = 1 };
+
+/// A strided window of a buffer or of the arena; what a kernel operand is.
+struct ViewDecl {
+  ViewBase base = ViewBase::Arena;
+  /// Buffer index for ViewBase::Buffer, 0 for the arena.
+  uint32_t baseIndex = 0;
+  int64_t byteOffset = 0;
+  DType dtype = DType::F32;
+  int rank = 0;
+  int64_t sizes[kMaxRank] = {0, 0, 0, 0};
+  /// In elements, >= 0.
+  int64_t strides[kMaxRank] = {0, 0, 0, 0};
+
+  /// The TensorRef of this view when its base starts at `baseAddress`.
+  TensorRef resolve(void *baseAddress) const;
+};
+
+/// One step of the program. Operand slots hold view indices (kNoIndex for
+/// an absent optional operand) in the order listed for each opcode in
+/// docs/artifact.md; the two scalar attributes are, per opcode:
+///   floatAttr: softmax scale (attention), epsilon (rms_norm), else 0;
+///   intAttr:   RopeStyle (rope, rope_cache_update), numSplits
+///              (decode_attention), else 0.
+struct Instruction {
+  Opcode opcode = Opcode::Copy;
+  std::array<uint32_t, kMaxOperands> operands;
+  /// Cache index, or kNoIndex.
+  uint32_t cache = kNoIndex;
+  float floatAttr = 0.0f;
+  int32_t intAttr = 0;
+  /// Source location for diagnostics and timing tables; may be empty.
+  std::string location;
+
+  Instruction() { operands.fill(kNoIndex); }
+};
+
+/// Operand table entry of one opcode (shared by the loader, the writer and
+/// the docs): which slots exist, which ranks and dtypes they accept.
+struct OperandSpec {
+  const char *name;
+  /// Bit r set: rank r accepted.
+  uint8_t rankMask;
+  /// Bit int(DType) set: dtype accepted.
+  uint8_t dtypeMask;
+  bool optional;
+  /// The kernel writes this operand.
+  bool written;
+};
+/// Number of operand slots `op` uses (the rest must be kNoIndex) and their
+/// specs; nullptr/0 for an unknown opcode.
+const OperandSpec *operandSpecs(Opcode op, int &count);
+
+/// A validated MLAA program. Cheap to copy (a few small vectors).
+class Artifact {
+public:
+  /// Decodes and validates `size` bytes. Truncated or corrupted input
+  /// (bad magic, length, checksum, section framing) is DataLoss; an
+  /// unsupported version or an inconsistent program is InvalidArgument.
+  /// Never reads outside [data, data + size).
+  static StatusOr<Artifact> load(const void *data, size_t size);
+  /// Reads a whole file and loads it; I/O errors are Unavailable/DataLoss.
+  static StatusOr<Artifact> loadFile(const std::string &path);
+
+  const std::string &functionName() const { return functionName_; }
+  int64_t arenaBytes() const { return arenaBytes_; }
+  const std::vector<BufferDecl> &buffers() const { return buffers_; }
+  const std::vector<CacheDecl> &caches() const { return caches_; }
+  const std::vector<ViewDecl> &views() const { return views_; }
+  const std::vector<Instruction> &instructions() const {
+    return instructions_;
+  }
+
+  /// Index of the buffer / cache called `name`, or -1.
+  int findBuffer(const std::string &name) const;
+  int findCache(const std::string &name) const;
+
+  /// "#3 decode_attention (layer0.attn)": how diagnostics name instruction i.
+  std::string describeInstruction(size_t i) const;
+
+private:
+  friend class ArtifactParser;
+  std::string functionName_;
+  int64_t arenaBytes_ = 0;
+  std::vector<BufferDecl> buffers_;
+  std::vector<CacheDecl> caches_;
+  std::vector<ViewDecl> views_;
+  std::vector<Instruction> instructions_;
+};
+
+/// FNV-1a 64 of `size` bytes: the MLAA checksum.
+uint64_t fnv1a64(const void *data, size_t size);
+
+} // namespace mlart
+
+#endif // MLART_ARTIFACT_H

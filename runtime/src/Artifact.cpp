@@ -1,0 +1,823 @@
+//===- Artifact.cpp - Strict decoder and validator of MLAA artifacts ------===//
+//
+// Every read goes through Cursor, which checks its range against the input
+// size first, and every count is bounded by the bytes that hold its records,
+// so no input can make the loader read out of bounds or allocate more than
+// a small multiple of the input size.
+//
+//===----------------------------------------------------------------------===//
+#include "mlart/Artifact.h"
+
+#include "ArtifactFormat.h"
+
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <unordered_set>
+
+namespace mlart {
+
+const char *bufferRoleName(BufferRole role) {
+  switch (role) {
+  case BufferRole::Input:
+    return "input";
+  case BufferRole::Output:
+    return "output";
+  case BufferRole::Weight:
+    return "weight";
+  case BufferRole::StepMetadata:
+    return "step_metadata";
+  }
+  return "unknown";
+}
+
+const char *opcodeName(Opcode op) {
+  switch (op) {
+  case Opcode::Copy:
+    return "copy";
+  case Opcode::CacheUpdate:
+    return "cache_update";
+  case Opcode::Rope:
+    return "rope";
+  case Opcode::RopeCacheUpdate:
+    return "rope_cache_update";
+  case Opcode::DecodeAttention:
+    return "decode_attention";
+  case Opcode::PrefillAttention:
+    return "prefill_attention";
+  case Opcode::QAbsorb:
+    return "q_absorb";
+  case Opcode::VUp:
+    return "v_up";
+  case Opcode::QConcat:
+    return "q_concat";
+  case Opcode::Quantize:
+    return "quantize";
+  case Opcode::RmsNorm:
+    return "rms_norm";
+  case Opcode::Linear:
+    return "linear";
+  case Opcode::Add:
+    return "add";
+  }
+  return "unknown";
+}
+
+namespace {
+
+// Rank masks (bit r: rank r) and dtype masks (bit int(DType)).
+constexpr uint8_t kR0 = 1, kR1 = 2, kR2 = 4, kR3 = 8, kRAny = 0x1F;
+constexpr uint8_t kF32 = 1u << int(DType::F32);
+constexpr uint8_t kFloat =
+    kF32 | (1u << int(DType::F16)) | (1u << int(DType::BF16));
+constexpr uint8_t kF8 = 1u << int(DType::F8E4M3FN);
+constexpr uint8_t kI32 = 1u << int(DType::I32);
+constexpr uint8_t kIndex = kI32 | (1u << int(DType::I64));
+constexpr uint8_t kAny = 0x7F;
+
+constexpr OperandSpec kCopy[] = {{"src", kRAny, kAny, false, false},
+                                 {"dst", kRAny, kAny, false, true}};
+constexpr OperandSpec kCacheUpdate[] = {
+    {"kv_c", kR2, kFloat, false, false},
+    {"k_pe", kR2, kFloat, false, false},
+    {"slot_mapping", kR1, kIndex, false, false}};
+constexpr OperandSpec kRope[] = {{"x", kR2 | kR3, kFloat, false, true},
+                                 {"positions", kR1, kIndex, false, false},
+                                 {"cos_sin", kR2, kF32, false, false}};
+constexpr OperandSpec kRopeCacheUpdate[] = {
+    {"kv_c", kR2, kFloat, false, false},
+    {"k_pe", kR2, kFloat, false, true},
+    {"slot_mapping", kR1, kIndex, false, false},
+    {"positions", kR1, kIndex, false, false},
+    {"cos_sin", kR2, kF32, false, false},
+    {"q_pe", kR2 | kR3, kFloat, true, true},
+    {"k_pe_out", kR2, kFloat, true, true}};
+constexpr OperandSpec kDecode[] = {{"q", kR3, kFloat, false, false},
+                                   {"block_table", kR2, kI32, false, false},
+                                   {"seq_lens", kR1, kI32, false, false},
+                                   {"out", kR3, kFloat, false, true},
+                                   {"lse", kR2, kF32, true, true}};
+constexpr OperandSpec kPrefill[] = {
+    {"q", kR3, kFloat, false, false},
+    {"k", kR3, kFloat, false, false},
+    {"v", kR3, kFloat, false, false},
+    {"query_start_loc", kR1, kI32, false, false},
+    {"out", kR3, kFloat, false, true},
+    {"lse", kR2, kF32, true, true},
+    {"block_table", kR2, kI32, true, false},
+    {"context_lens", kR1, kI32, true, false},
+    {"w_uk", kR3, kFloat, true, false},
+    {"w_uv", kR3, kFloat, true, false}};
+constexpr OperandSpec kQAbsorb[] = {{"q_nope", kR3, kFloat, false, false},
+                                    {"w_uk", kR3, kFloat, false, false},
+                                    {"out", kR3, kFloat, false, true}};
+constexpr OperandSpec kVUp[] = {{"o_latent", kR3, kFloat, false, false},
+                                {"w_uv", kR3, kFloat, false, false},
+                                {"out", kR3, kFloat, false, true}};
+constexpr OperandSpec kQConcat[] = {{"q_latent", kR3, kFloat, false, false},
+                                    {"q_pe", kR3, kFloat, false, false},
+                                    {"out", kR3, kFloat | kF8, false, true}};
+constexpr OperandSpec kQuantize[] = {{"x", kRAny, kFloat, false, false},
+                                     {"scale", kR0 | kR1, kF32, false, false},
+                                     {"out", kRAny, kF8, false, true}};
+constexpr OperandSpec kRmsNorm[] = {{"x", kR2, kFloat, false, false},
+                                    {"weight", kR1, kFloat, false, false},
+                                    {"out", kR2, kFloat, false, true}};
+constexpr OperandSpec kLinear[] = {{"x", kR2, kFloat, false, false},
+                                   {"weight", kR2, kFloat, false, false},
+                                   {"out", kR2, kFloat, false, true}};
+constexpr OperandSpec kAdd[] = {{"a", kR2, kFloat, false, false},
+                                {"b", kR2, kFloat, false, false},
+                                {"out", kR2, kFloat, false, true}};
+
+template <size_t N>
+const OperandSpec *specs(const OperandSpec (&table)[N], int &count) {
+  count = int(N);
+  return table;
+}
+
+} // namespace
+
+const OperandSpec *operandSpecs(Opcode op, int &count) {
+  switch (op) {
+  case Opcode::Copy:
+    return specs(kCopy, count);
+  case Opcode::CacheUpdate:
+    return specs(kCacheUpdate, count);
+  case Opcode::Rope:
+    return specs(kRope, count);
+  case Opcode::RopeCacheUpdate:
+    return specs(kRopeCacheUpdate, count);
+  case Opcode::DecodeAttention:
+    return specs(kDecode, count);
+  case Opcode::PrefillAttention:
+    return specs(kPrefill, count);
+  case Opcode::QAbsorb:
+    return specs(kQAbsorb, count);
+  case Opcode::VUp:
+    return specs(kVUp, count);
+  case Opcode::QConcat:
+    return specs(kQConcat, count);
+  case Opcode::Quantize:
+    return specs(kQuantize, count);
+  case Opcode::RmsNorm:
+    return specs(kRmsNorm, count);
+  case Opcode::Linear:
+    return specs(kLinear, count);
+  case Opcode::Add:
+    return specs(kAdd, count);
+  }
+  count = 0;
+  return nullptr;
+}
+
+int64_t BufferDecl::numElements() const {
+  int64_t n = 1;
+  for (int d = 0; d < rank; ++d)
+    n *= sizes[d];
+  return n;
+}
+
+int64_t BufferDecl::sizeBytes() const {
+  return numElements() * int64_t(dtypeSize(dtype));
+}
+
+TensorRef ViewDecl::resolve(void *baseAddress) const {
+  TensorRef t;
+  t.data = static_cast<uint8_t *>(baseAddress) + byteOffset;
+  t.dtype = dtype;
+  t.rank = rank;
+  for (int d = 0; d < rank; ++d) {
+    t.sizes[d] = sizes[d];
+    t.strides[d] = strides[d];
+  }
+  return t;
+}
+
+int Artifact::findBuffer(const std::string &name) const {
+  for (size_t i = 0; i < buffers_.size(); ++i)
+    if (buffers_[i].name == name)
+      return int(i);
+  return -1;
+}
+
+int Artifact::findCache(const std::string &name) const {
+  for (size_t i = 0; i < caches_.size(); ++i)
+    if (caches_[i].name == name)
+      return int(i);
+  return -1;
+}
+
+std::string Artifact::describeInstruction(size_t i) const {
+  if (i >= instructions_.size())
+    return "#" + std::to_string(i) + " (out of range)";
+  const Instruction &inst = instructions_[i];
+  std::string s = "#" + std::to_string(i) + " " + opcodeName(inst.opcode);
+  if (!inst.location.empty())
+    s += " (" + inst.location + ")";
+  return s;
+}
+
+uint64_t fnv1a64(const void *data, size_t size) {
+  const uint8_t *p = static_cast<const uint8_t *>(data);
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (size_t i = 0; i < size; ++i) {
+    h ^= p[i];
+    h *= 0x100000001b3ull;
+  }
+  return h;
+}
+
+namespace {
+
+/// Little-endian reads inside [begin, end) of the input; the caller checks
+/// `fits` (or uses a Cursor) before reading.
+uint64_t readLE(const uint8_t *p, int bytes) {
+  uint64_t v = 0;
+  for (int i = bytes - 1; i >= 0; --i)
+    v = (v << 8) | p[i];
+  return v;
+}
+
+/// Sequential reader over one record; the record's size was checked against
+/// the input when its section was framed, so reads inside it are in bounds.
+class Cursor {
+public:
+  Cursor(const uint8_t *p, uint64_t size) : p_(p), size_(size) {}
+  uint8_t u8() { return uint8_t(take(1)); }
+  uint16_t u16() { return uint16_t(take(2)); }
+  uint32_t u32() { return uint32_t(take(4)); }
+  int32_t i32() { return int32_t(uint32_t(take(4))); }
+  int64_t i64() { return int64_t(take(8)); }
+  float f32() {
+    uint32_t bits = u32();
+    float f;
+    std::memcpy(&f, &bits, 4);
+    return f;
+  }
+  /// Set when a read ran past the record (a framing bug, never input).
+  bool overrun() const { return overrun_; }
+
+private:
+  uint64_t take(int bytes) {
+    if (pos_ + uint64_t(bytes) > size_) {
+      overrun_ = true;
+      return 0;
+    }
+    uint64_t v = readLE(p_ + pos_, bytes);
+    pos_ += uint64_t(bytes);
+    return v;
+  }
+  const uint8_t *p_;
+  uint64_t size_;
+  uint64_t pos_ = 0;
+  bool overrun_ = false;
+};
+
+struct Section {
+  uint32_t kind = 0;
+  uint32_t count = 0;
+  const uint8_t *payload = nullptr;
+  uint64_t bytes = 0;
+  bool present = false;
+};
+
+/// a * b into out; false on overflow of int64_t.
+bool mulChecked(int64_t a, int64_t b, int64_t &out) {
+  return !__builtin_mul_overflow(a, b, &out);
+}
+bool addChecked(int64_t a, int64_t b, int64_t &out) {
+  return !__builtin_add_overflow(a, b, &out);
+}
+
+bool validDType(uint8_t v) { return v <= uint8_t(DType::F64); }
+
+/// Largest size of one dimension we accept; keeps every product below 2^63.
+constexpr int64_t kMaxDim = int64_t(1) << 40;
+
+} // namespace
+
+/// Decodes the sections into an Artifact and checks the program.
+class ArtifactParser {
+public:
+  ArtifactParser(const uint8_t *data, uint64_t size) : data_(data), size_(size) {}
+
+  StatusOr<Artifact> parse() {
+    MLART_RETURN_IF_ERROR(parseHeader());
+    MLART_RETURN_IF_ERROR(parseStrings());
+    MLART_RETURN_IF_ERROR(parseMeta());
+    MLART_RETURN_IF_ERROR(parseBuffers());
+    MLART_RETURN_IF_ERROR(parseCaches());
+    MLART_RETURN_IF_ERROR(parseViews());
+    MLART_RETURN_IF_ERROR(parseInstructions());
+    return std::move(a_);
+  }
+
+private:
+  static Status invalid(const std::string &msg) {
+    return invalidArgument("artifact: " + msg);
+  }
+  static Status corrupt(const std::string &msg) {
+    return dataLoss("artifact: " + msg);
+  }
+
+  Status parseHeader() {
+    if (size_ < mlaa::kHeaderBytes)
+      return corrupt("truncated: " + std::to_string(size_) +
+                     " bytes is shorter than the 32-byte header");
+    if (std::memcmp(data_ + mlaa::kOffMagic, mlaa::kMagic, 4) != 0)
+      return corrupt("bad magic (not an MLAA artifact)");
+    const uint32_t version = uint32_t(readLE(data_ + mlaa::kOffVersion, 4));
+    if (version != kArtifactVersion)
+      return invalid("unsupported format version " + std::to_string(version) +
+                     " (this runtime reads version " +
+                     std::to_string(kArtifactVersion) + ")");
+    const uint64_t total = readLE(data_ + mlaa::kOffTotalLength, 8);
+    if (total != size_)
+      return corrupt("length mismatch: header says " + std::to_string(total) +
+                     " bytes, got " + std::to_string(size_) +
+                     (total > size_ ? " (truncated)" : ""));
+    const uint64_t stored = readLE(data_ + mlaa::kOffChecksum, 8);
+    const uint64_t actual = fnv1a64(data_ + mlaa::kChecksumStart,
+                                    size_t(size_ - mlaa::kChecksumStart));
+    if (stored != actual)
+      return corrupt("checksum mismatch (corrupted artifact)");
+    if (readLE(data_ + mlaa::kOffFlags, 4) != 0)
+      return invalid("unknown header flags");
+
+    const uint32_t sectionCount =
+        uint32_t(readLE(data_ + mlaa::kOffSectionCount, 4));
+    uint64_t pos = mlaa::kHeaderBytes;
+    uint32_t lastKnown = 0;
+    for (uint32_t s = 0; s < sectionCount; ++s) {
+      if (size_ - pos < mlaa::kSectionHeaderBytes)
+        return corrupt("section " + std::to_string(s) +
+                       " header runs past the end");
+      Section sec;
+      sec.kind = uint32_t(readLE(data_ + pos, 4));
+      sec.count = uint32_t(readLE(data_ + pos + 4, 4));
+      sec.bytes = readLE(data_ + pos + 8, 8);
+      pos += mlaa::kSectionHeaderBytes;
+      const uint64_t padded = (sec.bytes + 7) & ~uint64_t(7);
+      if (sec.bytes > size_ - pos || padded > size_ - pos)
+        return corrupt("section " + std::to_string(s) + " (kind " +
+                       std::to_string(sec.kind) + ") runs past the end");
+      sec.payload = data_ + pos;
+      for (uint64_t i = sec.bytes; i < padded; ++i)
+        if (data_[pos + i] != 0)
+          return invalid("non-zero padding after section kind " +
+                         std::to_string(sec.kind));
+      pos += padded;
+      if (sec.kind >= mlaa::kFirstExtensionSection)
+        continue; // An extension this reader does not know: skip it.
+      if (sec.kind < 1 || sec.kind > mlaa::kNumRequiredSections)
+        return invalid("unknown section kind " + std::to_string(sec.kind));
+      if (sec.kind <= lastKnown)
+        return invalid("section kind " + std::to_string(sec.kind) +
+                       " is duplicated or out of order");
+      lastKnown = sec.kind;
+      sec.present = true;
+      sections_[sec.kind] = sec;
+    }
+    if (pos != size_)
+      return corrupt(std::to_string(size_ - pos) +
+                     " trailing bytes after the last section");
+    for (uint32_t k = 1; k <= mlaa::kNumRequiredSections; ++k)
+      if (!sections_[k].present)
+        return invalid("missing section kind " + std::to_string(k));
+    return Status::success();
+  }
+
+  /// Checks that a fixed-record section holds exactly count records.
+  Status framed(uint32_t kind, uint64_t recordBytes, const char *what) {
+    const Section &s = sections_[kind];
+    if (s.bytes != uint64_t(s.count) * recordBytes)
+      return invalid(std::string(what) + " section holds " +
+                     std::to_string(s.bytes) + " bytes, expected " +
+                     std::to_string(s.count) + " records of " +
+                     std::to_string(recordBytes));
+    return Status::success();
+  }
+
+  Status parseStrings() {
+    const Section &s = sections_[mlaa::kSectionStrings];
+    const uint64_t table = uint64_t(s.count) * mlaa::kStringEntryBytes;
+    if (table > s.bytes)
+      return invalid("string table of " + std::to_string(s.count) +
+                     " entries does not fit its section");
+    const uint8_t *chars = s.payload + table;
+    const uint64_t charBytes = s.bytes - table;
+    strings_.reserve(s.count);
+    for (uint32_t i = 0; i < s.count; ++i) {
+      Cursor c(s.payload + uint64_t(i) * mlaa::kStringEntryBytes,
+               mlaa::kStringEntryBytes);
+      const uint64_t off = c.u32(), len = c.u32();
+      if (off > charBytes || len > charBytes - off)
+        return invalid("string " + std::to_string(i) +
+                       " lies outside the string data");
+      if (std::memchr(chars + off, 0, size_t(len)) != nullptr)
+        return invalid("string " + std::to_string(i) + " contains a NUL byte");
+      strings_.emplace_back(reinterpret_cast<const char *>(chars + off),
+                            size_t(len));
+    }
+    return Status::success();
+  }
+
+  /// Resolves a string index; kNoIndex gives "" when `optional`.
+  Status string(uint32_t index, bool optional, const std::string &what,
+                std::string &out) {
+    if (index == kNoIndex && optional) {
+      out.clear();
+      return Status::success();
+    }
+    if (index >= strings_.size())
+      return invalid(what + ": string index " + std::to_string(index) +
+                     " out of range (" + std::to_string(strings_.size()) +
+                     " strings)");
+    out = strings_[index];
+    return Status::success();
+  }
+
+  Status parseMeta() {
+    const Section &s = sections_[mlaa::kSectionMeta];
+    if (s.count != 1)
+      return invalid("meta section must hold exactly one record");
+    MLART_RETURN_IF_ERROR(framed(mlaa::kSectionMeta, mlaa::kMetaBytes, "meta"));
+    Cursor c(s.payload, s.bytes);
+    const uint32_t name = c.u32();
+    if (c.u32() != 0)
+      return invalid("meta: reserved field is not zero");
+    a_.arenaBytes_ = c.i64();
+    MLART_RETURN_IF_ERROR(string(name, true, "function name", a_.functionName_));
+    if (a_.arenaBytes_ < 0 || a_.arenaBytes_ > (int64_t(1) << 50))
+      return invalid("arena size " + std::to_string(a_.arenaBytes_) +
+                     " is out of range");
+    return Status::success();
+  }
+
+  Status checkShape(const std::string &what, int rank, const int64_t *sizes) {
+    if (rank < 0 || rank > kMaxRank)
+      return invalid(what + ": rank " + std::to_string(rank) +
+                     " is not in [0, 4]");
+    for (int d = 0; d < kMaxRank; ++d) {
+      if (d >= rank && sizes[d] != 0)
+        return invalid(what + ": size of unused dimension " +
+                       std::to_string(d) + " is not zero");
+      if (d < rank && (sizes[d] < 0 || sizes[d] > kMaxDim))
+        return invalid(what + ": size " + std::to_string(sizes[d]) +
+                       " of dimension " + std::to_string(d) +
+                       " is out of range");
+    }
+    return Status::success();
+  }
+
+  Status parseBuffers() {
+    const Section &s = sections_[mlaa::kSectionBuffers];
+    MLART_RETURN_IF_ERROR(
+        framed(mlaa::kSectionBuffers, mlaa::kBufferBytes, "buffer"));
+    std::unordered_set<std::string> names;
+    a_.buffers_.reserve(s.count);
+    for (uint32_t i = 0; i < s.count; ++i) {
+      const std::string what = "buffer " + std::to_string(i);
+      Cursor c(s.payload + uint64_t(i) * mlaa::kBufferBytes, mlaa::kBufferBytes);
+      BufferDecl b;
+      const uint32_t name = c.u32();
+      const uint8_t role = c.u8(), dtype = c.u8(), rank = c.u8(),
+                    reserved = c.u8();
+      for (int64_t &sz : b.sizes)
+        sz = c.i64();
+      MLART_RETURN_IF_ERROR(string(name, false, what, b.name));
+      if (b.name.empty() || !names.insert(b.name).second)
+        return invalid(what + ": name '" + b.name +
+                       "' is empty or not unique");
+      if (role > uint8_t(BufferRole::StepMetadata))
+        return invalid(what + " '" + b.name + "': unknown role " +
+                       std::to_string(role));
+      if (!validDType(dtype))
+        return invalid(what + " '" + b.name + "': unknown dtype " +
+                       std::to_string(dtype));
+      if (reserved != 0)
+        return invalid(what + ": reserved field is not zero");
+      b.role = BufferRole(role);
+      b.dtype = DType(dtype);
+      b.rank = rank;
+      MLART_RETURN_IF_ERROR(checkShape(what + " '" + b.name + "'", rank, b.sizes));
+      int64_t bytes = int64_t(dtypeSize(b.dtype));
+      for (int d = 0; d < b.rank; ++d)
+        if (!mulChecked(bytes, b.sizes[d], bytes) || bytes > (int64_t(1) << 50))
+          return invalid(what + " '" + b.name + "' is too large");
+      a_.buffers_.push_back(std::move(b));
+    }
+    return Status::success();
+  }
+
+  Status parseCaches() {
+    const Section &s = sections_[mlaa::kSectionCaches];
+    MLART_RETURN_IF_ERROR(
+        framed(mlaa::kSectionCaches, mlaa::kCacheBytes, "cache"));
+    std::unordered_set<std::string> names;
+    for (const BufferDecl &b : a_.buffers_)
+      names.insert(b.name);
+    a_.caches_.reserve(s.count);
+    for (uint32_t i = 0; i < s.count; ++i) {
+      const std::string what = "cache " + std::to_string(i);
+      Cursor c(s.payload + uint64_t(i) * mlaa::kCacheBytes, mlaa::kCacheBytes);
+      CacheDecl cd;
+      const uint32_t name = c.u32();
+      const uint8_t dtype = c.u8(), layout = c.u8();
+      const uint16_t reserved = c.u16();
+      cd.desc.numBlocks = c.i64();
+      cd.desc.blockSize = c.i64();
+      cd.desc.latentRank = c.i64();
+      cd.desc.ropeDim = c.i64();
+      MLART_RETURN_IF_ERROR(string(name, false, what, cd.name));
+      if (cd.name.empty() || !names.insert(cd.name).second)
+        return invalid(what + ": name '" + cd.name +
+                       "' is empty or not unique among buffers and caches");
+      if (!validDType(dtype) || layout > uint8_t(CacheLayout::Fp8DsMla) ||
+          reserved != 0)
+        return invalid(what + " '" + cd.name +
+                       "': bad dtype, layout or reserved field");
+      cd.desc.dtype = DType(dtype);
+      cd.desc.layout = CacheLayout(layout);
+      const KVCacheDesc &d = cd.desc;
+      if (d.numBlocks > kMaxDim || d.blockSize > kMaxDim ||
+          d.latentRank > kMaxDim || d.ropeDim > kMaxDim)
+        return invalid(what + " '" + cd.name + "': dimensions out of range");
+      Status valid = d.validate();
+      if (!valid.ok())
+        return invalid(what + " '" + cd.name + "': " + valid.message());
+      int64_t slots, total;
+      if (!mulChecked(d.numBlocks, d.blockSize, slots) ||
+          !mulChecked(slots, d.rowBytes(), total))
+        return invalid(what + " '" + cd.name + "' is too large");
+      a_.caches_.push_back(std::move(cd));
+    }
+    return Status::success();
+  }
+
+  Status parseViews() {
+    const Section &s = sections_[mlaa::kSectionViews];
+    MLART_RETURN_IF_ERROR(framed(mlaa::kSectionViews, mlaa::kViewBytes, "view"));
+    a_.views_.reserve(s.count);
+    for (uint32_t i = 0; i < s.count; ++i) {
+      const std::string what = "view " + std::to_string(i);
+      Cursor c(s.payload + uint64_t(i) * mlaa::kViewBytes, mlaa::kViewBytes);
+      ViewDecl v;
+      const uint8_t base = c.u8(), dtype = c.u8(), rank = c.u8(),
+                    reserved = c.u8();
+      v.baseIndex = c.u32();
+      v.byteOffset = c.i64();
+      for (int64_t &sz : v.sizes)
+        sz = c.i64();
+      for (int64_t &st : v.strides)
+        st = c.i64();
+      if (base > uint8_t(ViewBase::Arena) || reserved != 0)
+        return invalid(what + ": bad base kind or reserved field");
+      if (!validDType(dtype))
+        return invalid(what + ": unknown dtype " + std::to_string(dtype));
+      v.base = ViewBase(base);
+      v.dtype = DType(dtype);
+      v.rank = rank;
+      MLART_RETURN_IF_ERROR(checkShape(what, rank, v.sizes));
+      for (int d = 0; d < kMaxRank; ++d) {
+        if (d >= v.rank && v.strides[d] != 0)
+          return invalid(what + ": stride of unused dimension " +
+                         std::to_string(d) + " is not zero");
+        if (d < v.rank && (v.strides[d] < 0 || v.strides[d] > kMaxDim))
+          return invalid(what + ": stride " + std::to_string(v.strides[d]) +
+                         " is out of range");
+      }
+      int64_t baseBytes = 0;
+      std::string baseName;
+      if (v.base == ViewBase::Buffer) {
+        if (v.baseIndex >= a_.buffers_.size())
+          return invalid(what + ": buffer index " +
+                         std::to_string(v.baseIndex) + " out of range (" +
+                         std::to_string(a_.buffers_.size()) + " buffers)");
+        baseBytes = a_.buffers_[v.baseIndex].sizeBytes();
+        baseName = "buffer '" + a_.buffers_[v.baseIndex].name + "'";
+      } else {
+        if (v.baseIndex != 0)
+          return invalid(what + ": arena view with base index " +
+                         std::to_string(v.baseIndex));
+        baseBytes = a_.arenaBytes_;
+        baseName = "the arena";
+      }
+      const int64_t elem = int64_t(dtypeSize(v.dtype));
+      if (v.byteOffset < 0 || v.byteOffset % elem != 0)
+        return invalid(what + ": byte offset " + std::to_string(v.byteOffset) +
+                       " is negative or not a multiple of the element size");
+      // The view touches elements [0, span) from its offset: span is the
+      // largest element offset + 1, or 0 when some size is 0.
+      int64_t span = 1;
+      bool empty = false;
+      for (int d = 0; d < v.rank; ++d) {
+        if (v.sizes[d] == 0)
+          empty = true;
+        int64_t reach;
+        if (!mulChecked(v.sizes[d] > 0 ? v.sizes[d] - 1 : 0, v.strides[d],
+                        reach) ||
+            !addChecked(span, reach, span))
+          return invalid(what + ": extent overflows");
+      }
+      int64_t end;
+      if (empty)
+        span = 0;
+      if (!mulChecked(span, elem, end) || !addChecked(end, v.byteOffset, end) ||
+          end > baseBytes)
+        return invalid(what + " [offset " + std::to_string(v.byteOffset) +
+                       ", " + std::to_string(span) + " elements of " +
+                       dtypeName(v.dtype) + "] lies outside " + baseName +
+                       " of " + std::to_string(baseBytes) + " bytes");
+      a_.views_.push_back(v);
+    }
+    return Status::success();
+  }
+
+  Status parseInstructions() {
+    const Section &s = sections_[mlaa::kSectionInstructions];
+    MLART_RETURN_IF_ERROR(framed(mlaa::kSectionInstructions,
+                                 mlaa::kInstructionBytes, "instruction"));
+    a_.instructions_.reserve(s.count);
+    for (uint32_t i = 0; i < s.count; ++i) {
+      Cursor c(s.payload + uint64_t(i) * mlaa::kInstructionBytes,
+               mlaa::kInstructionBytes);
+      Instruction inst;
+      const uint16_t op = c.u16(), reserved = c.u16();
+      const uint32_t loc = c.u32();
+      inst.cache = c.u32();
+      inst.intAttr = c.i32();
+      inst.floatAttr = c.f32();
+      const uint32_t reserved2 = c.u32();
+      for (uint32_t &o : inst.operands)
+        o = c.u32();
+      if (c.overrun())
+        return internalError("artifact: instruction record overrun");
+      inst.opcode = Opcode(op);
+      std::string what = "instruction #" + std::to_string(i);
+      MLART_RETURN_IF_ERROR(string(loc, true, what, inst.location));
+      if (!inst.location.empty())
+        what += " (" + inst.location + ")";
+      if (reserved != 0 || reserved2 != 0)
+        return invalid(what + ": reserved field is not zero");
+      MLART_RETURN_IF_ERROR(checkInstruction(inst, what));
+      a_.instructions_.push_back(std::move(inst));
+    }
+    return Status::success();
+  }
+
+  Status checkInstruction(const Instruction &inst, const std::string &where) {
+    int count = 0;
+    const OperandSpec *spec = operandSpecs(inst.opcode, count);
+    if (!spec)
+      return invalid(where + ": unknown opcode " +
+                     std::to_string(unsigned(inst.opcode)));
+    const std::string what = where + " " + opcodeName(inst.opcode);
+    for (int k = 0; k < kMaxOperands; ++k) {
+      const uint32_t v = inst.operands[size_t(k)];
+      if (k >= count) {
+        if (v != kNoIndex)
+          return invalid(what + ": operand slot " + std::to_string(k) +
+                         " must be empty");
+        continue;
+      }
+      const OperandSpec &o = spec[k];
+      if (v == kNoIndex) {
+        if (!o.optional)
+          return invalid(what + ": required operand '" + o.name +
+                         "' is missing");
+        continue;
+      }
+      if (v >= a_.views_.size())
+        return invalid(what + ": operand '" + o.name + "' view index " +
+                       std::to_string(v) + " out of range (" +
+                       std::to_string(a_.views_.size()) + " views)");
+      const ViewDecl &view = a_.views_[v];
+      if (!(o.rankMask & (1u << view.rank)))
+        return invalid(what + ": operand '" + o.name + "' has rank " +
+                       std::to_string(view.rank) + ", which the kernel does "
+                       "not accept");
+      if (!(o.dtypeMask & (1u << int(view.dtype))))
+        return invalid(what + ": operand '" + o.name + "' has dtype " +
+                       dtypeName(view.dtype) +
+                       ", which the kernel does not accept");
+      if (o.written && view.base == ViewBase::Buffer &&
+          a_.buffers_[view.baseIndex].role == BufferRole::Weight)
+        return invalid(what + ": operand '" + o.name +
+                       "' would write weight buffer '" +
+                       a_.buffers_[view.baseIndex].name + "'");
+    }
+
+    // The cache operand and the scalar attributes.
+    bool needsCache = false, allowsCache = false, hasFloat = false,
+         hasStyle = false, hasSplits = false;
+    switch (inst.opcode) {
+    case Opcode::CacheUpdate:
+      needsCache = allowsCache = true;
+      break;
+    case Opcode::Rope:
+      hasStyle = true;
+      break;
+    case Opcode::RopeCacheUpdate:
+      needsCache = allowsCache = hasStyle = true;
+      break;
+    case Opcode::DecodeAttention:
+      needsCache = allowsCache = hasFloat = hasSplits = true;
+      break;
+    case Opcode::PrefillAttention:
+      allowsCache = hasFloat = true;
+      break;
+    case Opcode::RmsNorm:
+      hasFloat = true;
+      break;
+    default:
+      break;
+    }
+    if (inst.cache != kNoIndex) {
+      if (!allowsCache)
+        return invalid(what + ": takes no cache");
+      if (inst.cache >= a_.caches_.size())
+        return invalid(what + ": cache index " + std::to_string(inst.cache) +
+                       " out of range (" + std::to_string(a_.caches_.size()) +
+                       " caches)");
+    } else if (needsCache) {
+      return invalid(what + ": needs a cache");
+    }
+    if (inst.opcode == Opcode::PrefillAttention) {
+      // The cached-context operands come all together with the cache.
+      const bool withCache = inst.cache != kNoIndex;
+      for (int k = 6; k < 10; ++k)
+        if ((inst.operands[size_t(k)] != kNoIndex) != withCache)
+          return invalid(what + ": operand '" + spec[k].name + "' must be " +
+                         (withCache ? "present with" : "absent without") +
+                         " a cache");
+    }
+    if (hasFloat) {
+      if (!std::isfinite(inst.floatAttr) ||
+          (inst.opcode == Opcode::RmsNorm && inst.floatAttr < 0.0f))
+        return invalid(what + ": scalar attribute " +
+                       std::to_string(inst.floatAttr) + " is not valid");
+    } else if (floatBits(inst.floatAttr) != 0) {
+      return invalid(what + ": unused float attribute is not zero");
+    }
+    if (hasStyle) {
+      if (inst.intAttr != int32_t(RopeStyle::GptJ) &&
+          inst.intAttr != int32_t(RopeStyle::NeoX))
+        return invalid(what + ": unknown rope style " +
+                       std::to_string(inst.intAttr));
+    } else if (hasSplits) {
+      if (inst.intAttr < 0)
+        return invalid(what + ": numSplits " + std::to_string(inst.intAttr) +
+                       " is negative");
+    } else if (inst.intAttr != 0) {
+      return invalid(what + ": unused integer attribute is not zero");
+    }
+
+    // copy is a byte copy and quantize elementwise: in and out agree.
+    if (inst.opcode == Opcode::Copy || inst.opcode == Opcode::Quantize) {
+      const size_t out = inst.opcode == Opcode::Copy ? 1 : 2;
+      const ViewDecl &a = a_.views_[inst.operands[0]];
+      const ViewDecl &b = a_.views_[inst.operands[out]];
+      bool same = a.rank == b.rank;
+      for (int d = 0; same && d < a.rank; ++d)
+        same = a.sizes[d] == b.sizes[d];
+      if (!same || (inst.opcode == Opcode::Copy && a.dtype != b.dtype))
+        return invalid(what + ": source and destination views differ in " +
+                       "shape or dtype");
+    }
+    return Status::success();
+  }
+
+  const uint8_t *data_;
+  uint64_t size_;
+  Section sections_[mlaa::kNumRequiredSections + 1];
+  std::vector<std::string> strings_;
+  Artifact a_;
+};
+
+StatusOr<Artifact> Artifact::load(const void *data, size_t size) {
+  if (!data && size != 0)
+    return invalidArgument("artifact: null data");
+  static const uint8_t kEmpty = 0;
+  ArtifactParser parser(data ? static_cast<const uint8_t *>(data) : &kEmpty,
+                        uint64_t(size));
+  return parser.parse();
+}
+
+StatusOr<Artifact> Artifact::loadFile(const std::string &path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    return unavailable("artifact: cannot open '" + path + "'");
+  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)),
+                             std::istreambuf_iterator<char>());
+  if (in.bad())
+    return dataLoss("artifact: error reading '" + path + "'");
+  StatusOr<Artifact> a = load(bytes.data(), bytes.size());
+  if (!a.ok())
+    return Status(a.status().code(), a.status().message() + " ('" + path + "')");
+  return a;
+}
+
+} // namespace mlart

@@ -1,0 +1,227 @@
+//===- Executor.cpp - Binding checks and instruction dispatch -------------===//
+#include "mlart/Executor.h"
+
+#include <algorithm>
+#include <chrono>
+
+namespace mlart {
+
+namespace {
+
+std::string shapeString(DType dtype, int rank, const int64_t *sizes) {
+  std::string s = "[";
+  for (int d = 0; d < rank; ++d)
+    s += (d ? ", " : "") + std::to_string(sizes[d]);
+  return s + "] " + dtypeName(dtype);
+}
+
+bool sameDesc(const KVCacheDesc &a, const KVCacheDesc &b) {
+  return a.numBlocks == b.numBlocks && a.blockSize == b.blockSize &&
+         a.latentRank == b.latentRank && a.ropeDim == b.ropeDim &&
+         a.dtype == b.dtype && a.layout == b.layout;
+}
+
+std::string descString(const KVCacheDesc &d) {
+  return "{blocks " + std::to_string(d.numBlocks) + ", block_size " +
+         std::to_string(d.blockSize) + ", latent " +
+         std::to_string(d.latentRank) + ", rope " + std::to_string(d.ropeDim) +
+         ", " + dtypeName(d.dtype) + ", " + cacheLayoutName(d.layout) + "}";
+}
+
+} // namespace
+
+Executor::Executor(Artifact artifact, Device &device, Buffer arena)
+    : artifact_(std::move(artifact)), device_(&device),
+      arena_(std::move(arena)) {
+  bufferData_.assign(artifact_.buffers().size(), nullptr);
+  caches_.assign(artifact_.caches().size(), KVCacheRef());
+  cacheBound_.assign(artifact_.caches().size(), false);
+}
+
+StatusOr<Executor> Executor::create(Artifact artifact, Device &device) {
+  // Always allocate something so that even an empty arena view has a
+  // non-null address (kernels treat null as "operand absent").
+  const size_t bytes = size_t(std::max<int64_t>(artifact.arenaBytes(), 64));
+  MLART_ASSIGN_OR_RETURN(Buffer arena, device.allocate(bytes));
+  return Executor(std::move(artifact), device, std::move(arena));
+}
+
+Status Executor::bind(const std::string &name, const TensorRef &tensor) {
+  const int index = artifact_.findBuffer(name);
+  if (index < 0) {
+    if (artifact_.findCache(name) >= 0)
+      return invalidArgument("bind: '" + name +
+                             "' is a cache; use bindCache");
+    return invalidArgument("bind: the artifact declares no buffer '" + name +
+                           "'");
+  }
+  const BufferDecl &decl = artifact_.buffers()[size_t(index)];
+  bool same = tensor.dtype == decl.dtype && tensor.rank == decl.rank;
+  for (int d = 0; same && d < decl.rank; ++d)
+    same = tensor.sizes[d] == decl.sizes[d];
+  if (!same)
+    return invalidArgument(
+        "bind: buffer '" + name + "' is declared " +
+        shapeString(decl.dtype, decl.rank, decl.sizes) + ", got " +
+        shapeString(tensor.dtype, std::min(std::max(tensor.rank, 0), kMaxRank),
+                    tensor.sizes));
+  if (!tensor.present())
+    return invalidArgument("bind: buffer '" + name + "' has no memory");
+  if (!tensor.isContiguous())
+    return invalidArgument("bind: buffer '" + name +
+                           "' must be contiguous (row-major)");
+  bufferData_[size_t(index)] = tensor.data;
+  return Status::success();
+}
+
+Status Executor::bindCache(const std::string &name, const KVCacheRef &cache) {
+  const int index = artifact_.findCache(name);
+  if (index < 0)
+    return invalidArgument("bindCache: the artifact declares no cache '" +
+                           name + "'");
+  const KVCacheDesc &decl = artifact_.caches()[size_t(index)].desc;
+  if (!sameDesc(decl, cache.desc))
+    return invalidArgument("bindCache: cache '" + name + "' is declared " +
+                           descString(decl) + ", got " +
+                           descString(cache.desc));
+  if (!cache.data)
+    return invalidArgument("bindCache: cache '" + name + "' has no memory");
+  caches_[size_t(index)] = cache;
+  cacheBound_[size_t(index)] = true;
+  return Status::success();
+}
+
+Status Executor::bindCache(const std::string &name, KVCache &cache) {
+  return bindCache(name, cache.ref());
+}
+
+void Executor::unbindAll() {
+  std::fill(bufferData_.begin(), bufferData_.end(), nullptr);
+  std::fill(caches_.begin(), caches_.end(), KVCacheRef());
+  std::fill(cacheBound_.begin(), cacheBound_.end(), false);
+}
+
+bool Executor::fullyBound() const {
+  for (void *p : bufferData_)
+    if (!p)
+      return false;
+  for (bool b : cacheBound_)
+    if (!b)
+      return false;
+  return true;
+}
+
+TensorRef Executor::view(uint32_t index) const {
+  if (index == kNoIndex)
+    return TensorRef();
+  const ViewDecl &v = artifact_.views()[index];
+  void *base = v.base == ViewBase::Arena ? arena_.data()
+                                         : bufferData_[v.baseIndex];
+  return v.resolve(base);
+}
+
+Status Executor::copyView(const TensorRef &src, const TensorRef &dst,
+                          StreamHandle stream) {
+  // The loader checked equal dtypes and sizes. Copy the longest run of
+  // elements that is contiguous in both views with one device copy.
+  const int64_t elem = int64_t(dtypeSize(src.dtype));
+  if (src.numElements() == 0)
+    return Status::success();
+  int inner = src.rank; // dims [inner, rank) are packed in both views
+  int64_t run = 1;
+  while (inner > 0 && src.strides[inner - 1] == run &&
+         dst.strides[inner - 1] == run) {
+    run *= src.sizes[inner - 1];
+    --inner;
+  }
+  int64_t idx[kMaxRank] = {0, 0, 0, 0};
+  while (true) {
+    int64_t so = 0, dOff = 0;
+    for (int d = 0; d < inner; ++d) {
+      so += idx[d] * src.strides[d];
+      dOff += idx[d] * dst.strides[d];
+    }
+    MLART_RETURN_IF_ERROR(device_->copyDeviceToDevice(
+        dst.bytesAt(dOff), src.bytesAt(so), size_t(run * elem), stream));
+    int d = inner - 1;
+    while (d >= 0 && ++idx[d] == src.sizes[d])
+      idx[d--] = 0;
+    if (d < 0)
+      return Status::success();
+  }
+}
+
+Status Executor::runInstruction(const Instruction &inst, StreamHandle stream) {
+  const KernelLibrary &k = device_->kernels();
+  auto op = [&](size_t i) { return view(inst.operands[i]); };
+  const KVCacheRef cache =
+      inst.cache == kNoIndex ? KVCacheRef() : caches_[inst.cache];
+  const RopeStyle style = static_cast<RopeStyle>(inst.intAttr);
+  switch (inst.opcode) {
+  case Opcode::Copy:
+    return copyView(op(0), op(1), stream);
+  case Opcode::CacheUpdate:
+    return k.cacheUpdate({op(0), op(1), op(2), cache}, stream);
+  case Opcode::Rope:
+    return k.rope({op(0), op(1), op(2), style}, stream);
+  case Opcode::RopeCacheUpdate:
+    return k.ropeCacheUpdate(
+        {op(0), op(1), op(2), cache, op(3), op(4), style, op(5), op(6)},
+        stream);
+  case Opcode::DecodeAttention:
+    return k.decodeAttention({op(0), cache, op(1), op(2), inst.floatAttr,
+                              op(3), op(4), int(inst.intAttr)},
+                             stream);
+  case Opcode::PrefillAttention:
+    return k.prefillAttention({op(0), op(1), op(2), op(3), inst.floatAttr,
+                               op(4), op(5), cache, op(6), op(7), op(8),
+                               op(9)},
+                              stream);
+  case Opcode::QAbsorb:
+    return k.qAbsorb({op(0), op(1), op(2)}, stream);
+  case Opcode::VUp:
+    return k.vUp({op(0), op(1), op(2)}, stream);
+  case Opcode::QConcat:
+    return k.qConcat({op(0), op(1), op(2)}, stream);
+  case Opcode::Quantize:
+    return k.quantize({op(0), op(1), op(2)}, stream);
+  case Opcode::RmsNorm:
+    return k.rmsNorm({op(0), op(1), inst.floatAttr, op(2)}, stream);
+  case Opcode::Linear:
+    return k.linear({op(0), op(1), op(2)}, stream);
+  case Opcode::Add:
+    return k.add({op(0), op(1), op(2)}, stream);
+  }
+  return internalError("unknown opcode survived validation");
+}
+
+Status Executor::run(StreamHandle stream) {
+  for (size_t i = 0; i < bufferData_.size(); ++i)
+    if (!bufferData_[i])
+      return failedPrecondition("run: buffer '" + artifact_.buffers()[i].name +
+                                "' is not bound");
+  for (size_t i = 0; i < cacheBound_.size(); ++i)
+    if (!cacheBound_[i])
+      return failedPrecondition("run: cache '" + artifact_.caches()[i].name +
+                                "' is not bound");
+  using Clock = std::chrono::steady_clock;
+  if (timing_)
+    MLART_RETURN_IF_ERROR(device_->synchronize(stream));
+  const std::vector<Instruction> &program = artifact_.instructions();
+  for (size_t i = 0; i < program.size(); ++i) {
+    const Clock::time_point start = Clock::now();
+    Status s = runInstruction(program[i], stream);
+    if (s.ok() && timing_)
+      s = device_->synchronize(stream);
+    if (!s.ok())
+      return Status(s.code(), "instruction " +
+                                  artifact_.describeInstruction(i) + ": " +
+                                  s.message());
+    if (timing_)
+      timing_(i, program[i],
+              std::chrono::duration<double>(Clock::now() - start).count());
+  }
+  return Status::success();
+}
+
+} // namespace mlart

@@ -1,0 +1,637 @@
+//===- ArtifactTest.cpp - MLAA writer/loader round trip and robustness ----===//
+#include "ArtifactFormat.h"
+#include "mlart/Artifact.h"
+#include "mlart/ArtifactWriter.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <random>
+
+namespace mlart {
+namespace {
+
+KVCacheDesc smallCacheDesc() {
+  KVCacheDesc d;
+  d.numBlocks = 4;
+  d.blockSize = 4;
+  d.latentRank = 8;
+  d.ropeDim = 4;
+  return d;
+}
+
+/// A small but complete program: every section non-empty, optional operands
+/// both present and absent, a location string, both attribute kinds.
+ArtifactWriter smallProgram() {
+  ArtifactWriter w("small");
+  const uint32_t x = w.addBuffer("x", BufferRole::Input, DType::BF16, {2, 12});
+  const uint32_t wt = w.addBuffer("w", BufferRole::Weight, DType::BF16, {12});
+  const uint32_t slots =
+      w.addBuffer("slots", BufferRole::StepMetadata, DType::I64, {2});
+  const uint32_t out =
+      w.addBuffer("out", BufferRole::Output, DType::BF16, {2, 12});
+  const uint32_t cache = w.addCache("cache", smallCacheDesc());
+  const int64_t off = w.allocateArena(2 * 12 * 2);
+  // Views 0..6, created in this order (tests refer to them by index).
+  const uint32_t xv = w.bufferView(x);
+  const uint32_t tmp = w.arenaView(off, DType::BF16, {2, 12});
+  const uint32_t wv = w.bufferView(wt);
+  const uint32_t kvC = w.arenaView(off, DType::BF16, {2, 8}, {12, 1});
+  const uint32_t kPe = w.arenaView(off + 16, DType::BF16, {2, 4}, {12, 1});
+  const uint32_t slotsV = w.bufferView(slots);
+  const uint32_t outV = w.bufferView(out);
+  w.rmsNorm(xv, wv, tmp, 1e-5f, "norm");
+  w.cacheUpdate(cache, kvC, kPe, slotsV, "update");
+  w.add(xv, tmp, outV);
+  return w;
+}
+
+std::vector<uint8_t> smallBytes() {
+  StatusOr<std::vector<uint8_t>> b = smallProgram().finish();
+  EXPECT_TRUE(b.ok()) << b.status().toString();
+  return b.ok() ? *b : std::vector<uint8_t>();
+}
+
+/// Recomputes the checksum after a test patched the bytes on purpose.
+void rechecksum(std::vector<uint8_t> &b) {
+  if (b.size() < mlaa::kHeaderBytes)
+    return;
+  const uint64_t h = fnv1a64(b.data() + mlaa::kChecksumStart,
+                             b.size() - mlaa::kChecksumStart);
+  for (int i = 0; i < 8; ++i)
+    b[mlaa::kOffChecksum + size_t(i)] = uint8_t(h >> (8 * i));
+}
+
+/// Offset of the payload of the section of `kind` (test artifacts only).
+size_t payloadOffset(const std::vector<uint8_t> &b, uint32_t kind) {
+  size_t pos = mlaa::kHeaderBytes;
+  while (pos + mlaa::kSectionHeaderBytes <= b.size()) {
+    uint32_t k;
+    uint64_t bytes;
+    std::memcpy(&k, &b[pos], 4);
+    std::memcpy(&bytes, &b[pos + 8], 8);
+    if (k == kind)
+      return pos + mlaa::kSectionHeaderBytes;
+    pos += mlaa::kSectionHeaderBytes + ((bytes + 7) & ~uint64_t(7));
+  }
+  ADD_FAILURE() << "no section " << kind;
+  return 0;
+}
+
+void putU32(std::vector<uint8_t> &b, size_t at, uint32_t v) {
+  std::memcpy(&b[at], &v, 4);
+}
+
+Status loadStatus(const std::vector<uint8_t> &b) {
+  StatusOr<Artifact> a = Artifact::load(b.data(), b.size());
+  return a.ok() ? Status::success() : a.status();
+}
+
+/// Serializes without validation and expects the loader to refuse with a
+/// message containing `fragment`.
+void expectInvalid(const ArtifactWriter &w, const std::string &fragment) {
+  std::vector<uint8_t> b = w.serialize();
+  Status s = loadStatus(b);
+  EXPECT_EQ(s.code(), StatusCode::InvalidArgument) << s.toString();
+  EXPECT_NE(s.message().find(fragment), std::string::npos) << s.toString();
+  // finish() reports the same error to the compiler.
+  StatusOr<std::vector<uint8_t>> f = w.finish();
+  EXPECT_FALSE(f.ok());
+}
+
+TEST(Artifact, RoundTripPreservesEverything) {
+  ArtifactWriter w("roundtrip");
+  const uint32_t q = w.addBuffer("q", BufferRole::Input, DType::BF16, {2, 3, 24});
+  const uint32_t bt =
+      w.addBuffer("bt", BufferRole::StepMetadata, DType::I32, {2, 4});
+  const uint32_t sl = w.addBuffer("sl", BufferRole::StepMetadata, DType::I32, {2});
+  const uint32_t o = w.addBuffer("o", BufferRole::Output, DType::F32, {2, 3, 16});
+  KVCacheDesc desc = smallCacheDesc();
+  desc.latentRank = 16;
+  desc.ropeDim = 8;
+  desc.dtype = DType::F32;
+  const uint32_t c = w.addCache("kv", desc);
+  const int64_t lseOff = w.allocateArena(2 * 3 * 4);
+  const uint32_t lse = w.arenaView(lseOff, DType::F32, {2, 3});
+  w.decodeAttention(c, w.bufferView(q), w.bufferView(bt), w.bufferView(sl),
+                    w.bufferView(o), 0.125f, lse, 3, "layer0.attn");
+  w.copy(w.bufferView(q, 2 * 16, DType::BF16, {2, 3, 8}, {72, 24, 1}),
+         w.bufferView(q, 0, DType::BF16, {2, 3, 8}, {72, 24, 1}));
+  StatusOr<std::vector<uint8_t>> bytes = w.finish();
+  ASSERT_TRUE(bytes.ok()) << bytes.status().toString();
+  EXPECT_EQ(bytes->size() % 8, 0u);
+
+  StatusOr<Artifact> a = Artifact::load(bytes->data(), bytes->size());
+  ASSERT_TRUE(a.ok()) << a.status().toString();
+  EXPECT_EQ(a->functionName(), "roundtrip");
+  EXPECT_EQ(a->arenaBytes(), w.arenaBytes());
+  ASSERT_EQ(a->buffers().size(), 4u);
+  EXPECT_EQ(a->buffers()[0].name, "q");
+  EXPECT_EQ(a->buffers()[0].rank, 3);
+  EXPECT_EQ(a->buffers()[0].sizes[2], 24);
+  EXPECT_EQ(a->buffers()[1].role, BufferRole::StepMetadata);
+  EXPECT_EQ(a->buffers()[3].dtype, DType::F32);
+  EXPECT_EQ(a->buffers()[3].sizeBytes(), 2 * 3 * 16 * 4);
+  ASSERT_EQ(a->caches().size(), 1u);
+  EXPECT_EQ(a->caches()[0].name, "kv");
+  EXPECT_EQ(a->caches()[0].desc.latentRank, 16);
+  EXPECT_EQ(a->caches()[0].desc.dtype, DType::F32);
+  EXPECT_EQ(a->findCache("kv"), 0);
+  EXPECT_EQ(a->findBuffer("sl"), 2);
+  EXPECT_EQ(a->findBuffer("nope"), -1);
+  ASSERT_EQ(a->views().size(), w.views().size());
+  for (size_t i = 0; i < a->views().size(); ++i) {
+    const ViewDecl &x = a->views()[i], &y = w.views()[i];
+    EXPECT_EQ(x.base, y.base);
+    EXPECT_EQ(x.baseIndex, y.baseIndex);
+    EXPECT_EQ(x.byteOffset, y.byteOffset);
+    EXPECT_EQ(x.dtype, y.dtype);
+    EXPECT_EQ(x.rank, y.rank);
+    for (int d = 0; d < kMaxRank; ++d) {
+      EXPECT_EQ(x.sizes[d], y.sizes[d]);
+      EXPECT_EQ(x.strides[d], y.strides[d]);
+    }
+  }
+  ASSERT_EQ(a->instructions().size(), 2u);
+  const Instruction &da = a->instructions()[0];
+  EXPECT_EQ(da.opcode, Opcode::DecodeAttention);
+  EXPECT_EQ(da.cache, 0u);
+  EXPECT_EQ(da.floatAttr, 0.125f);
+  EXPECT_EQ(da.intAttr, 3);
+  EXPECT_EQ(da.location, "layer0.attn");
+  EXPECT_EQ(da.operands[4], lse);
+  EXPECT_EQ(da.operands[5], kNoIndex);
+  EXPECT_EQ(a->instructions()[1].opcode, Opcode::Copy);
+  EXPECT_EQ(a->instructions()[1].location, "");
+  EXPECT_EQ(a->describeInstruction(0), "#0 decode_attention (layer0.attn)");
+  EXPECT_EQ(a->describeInstruction(1), "#1 copy");
+
+  // Serialization is deterministic.
+  EXPECT_EQ(*bytes, w.serialize());
+}
+
+TEST(Artifact, LoadsFromFile) {
+  std::vector<uint8_t> b = smallBytes();
+  const std::string path = ::testing::TempDir() + "mlart_artifact_test.mlaa";
+  ASSERT_TRUE(writeArtifactFile(path, b).ok());
+  StatusOr<Artifact> a = Artifact::loadFile(path);
+  ASSERT_TRUE(a.ok()) << a.status().toString();
+  EXPECT_EQ(a->functionName(), "small");
+  EXPECT_EQ(a->instructions().size(), 3u);
+  std::remove(path.c_str());
+
+  StatusOr<Artifact> missing = Artifact::loadFile(path + ".missing");
+  EXPECT_EQ(missing.status().code(), StatusCode::Unavailable);
+
+  // A truncated file names the path.
+  b.resize(b.size() / 2);
+  ASSERT_TRUE(writeArtifactFile(path, b).ok());
+  StatusOr<Artifact> cut = Artifact::loadFile(path);
+  EXPECT_EQ(cut.status().code(), StatusCode::DataLoss);
+  EXPECT_NE(cut.status().message().find(path), std::string::npos);
+  std::remove(path.c_str());
+}
+
+TEST(Artifact, TruncationAtEveryLengthIsDataLoss) {
+  const std::vector<uint8_t> b = smallBytes();
+  ASSERT_GT(b.size(), 100u);
+  for (size_t n = 0; n < b.size(); ++n) {
+    std::vector<uint8_t> cut(b.begin(), b.begin() + long(n));
+    Status s = loadStatus(cut);
+    ASSERT_EQ(s.code(), StatusCode::DataLoss) << "length " << n << ": "
+                                              << s.toString();
+  }
+  EXPECT_EQ(Artifact::load(nullptr, 0).status().code(), StatusCode::DataLoss);
+  EXPECT_FALSE(Artifact::load(nullptr, 10).ok());
+}
+
+TEST(Artifact, EveryByteFlipIsDetected) {
+  const std::vector<uint8_t> b = smallBytes();
+  for (size_t i = 0; i < b.size(); ++i)
+    for (uint8_t mask : {uint8_t(0x01), uint8_t(0x80), uint8_t(0xFF)}) {
+      std::vector<uint8_t> c = b;
+      c[i] ^= mask;
+      Status s = loadStatus(c);
+      ASSERT_FALSE(s.ok()) << "byte " << i << " ^ " << int(mask);
+      // Header fields outside the checksum give their own errors; the
+      // version is InvalidArgument, everything else DataLoss.
+      if (i < mlaa::kOffVersion || i >= mlaa::kOffTotalLength)
+        ASSERT_EQ(s.code(), StatusCode::DataLoss)
+            << "byte " << i << ": " << s.toString();
+    }
+}
+
+TEST(Artifact, ByteChangesWithAValidChecksumNeverCrash) {
+  // The checksum stops accidental corruption; the structural checks must
+  // stop everything else. Rewrite each byte to several values, fix the
+  // checksum, and require a clean Status (the loader may accept harmless
+  // changes such as a character of a location string).
+  const std::vector<uint8_t> b = smallBytes();
+  int accepted = 0, rejected = 0;
+  for (size_t i = 0; i < b.size(); ++i)
+    for (uint8_t v : {uint8_t(0x00), uint8_t(0x01), uint8_t(0x07),
+                      uint8_t(0x7F), uint8_t(0x80), uint8_t(0xFF),
+                      uint8_t(b[i] + 1), uint8_t(b[i] - 1)}) {
+      std::vector<uint8_t> c = b;
+      c[i] = v;
+      rechecksum(c);
+      StatusOr<Artifact> a = Artifact::load(c.data(), c.size());
+      if (a.ok()) {
+        ++accepted;
+        // Whatever loads is consistent: every view index is in range.
+        for (const Instruction &inst : a->instructions())
+          for (uint32_t o : inst.operands)
+            ASSERT_TRUE(o == kNoIndex || o < a->views().size());
+      } else {
+        ++rejected;
+      }
+    }
+  EXPECT_GT(rejected, 0);
+  EXPECT_GT(accepted, 0);
+}
+
+TEST(Artifact, RandomMutationsWithAValidChecksumNeverCrash) {
+  const std::vector<uint8_t> b = smallBytes();
+  std::mt19937 rng(1234);
+  std::uniform_int_distribution<size_t> pos(0, b.size() - 1);
+  std::uniform_int_distribution<int> byte(0, 255), count(1, 8);
+  for (int iter = 0; iter < 5000; ++iter) {
+    std::vector<uint8_t> c = b;
+    const int n = count(rng);
+    for (int k = 0; k < n; ++k)
+      c[pos(rng)] = uint8_t(byte(rng));
+    if (iter % 3 == 0)
+      c.resize(pos(rng)); // and sometimes cut, with a fixed length field
+    if (c.size() >= 16) {
+      const uint64_t len = c.size();
+      std::memcpy(&c[mlaa::kOffTotalLength], &len, 8);
+    }
+    rechecksum(c);
+    (void)Artifact::load(c.data(), c.size());
+  }
+}
+
+TEST(Artifact, RejectsWrongMagicVersionAndLength) {
+  std::vector<uint8_t> b = smallBytes();
+  {
+    std::vector<uint8_t> c = b;
+    c[0] = 'X';
+    Status s = loadStatus(c);
+    EXPECT_EQ(s.code(), StatusCode::DataLoss);
+    EXPECT_NE(s.message().find("magic"), std::string::npos);
+  }
+  {
+    std::vector<uint8_t> c = b;
+    putU32(c, mlaa::kOffVersion, 2);
+    Status s = loadStatus(c);
+    EXPECT_EQ(s.code(), StatusCode::InvalidArgument);
+    EXPECT_NE(s.message().find("version 2"), std::string::npos);
+  }
+  {
+    std::vector<uint8_t> c = b;
+    c.push_back(0); // a trailing byte the length does not announce
+    EXPECT_EQ(loadStatus(c).code(), StatusCode::DataLoss);
+    const uint64_t len = c.size();
+    std::memcpy(&c[mlaa::kOffTotalLength], &len, 8);
+    rechecksum(c);
+    Status s = loadStatus(c); // announced, but no section holds it
+    EXPECT_EQ(s.code(), StatusCode::DataLoss);
+    EXPECT_NE(s.message().find("trailing"), std::string::npos) << s.toString();
+  }
+  {
+    std::vector<uint8_t> c = b;
+    c[mlaa::kOffChecksum] ^= 1;
+    Status s = loadStatus(c);
+    EXPECT_EQ(s.code(), StatusCode::DataLoss);
+    EXPECT_NE(s.message().find("checksum"), std::string::npos);
+  }
+  {
+    std::vector<uint8_t> c = b;
+    putU32(c, mlaa::kOffFlags, 1);
+    rechecksum(c);
+    EXPECT_EQ(loadStatus(c).code(), StatusCode::InvalidArgument);
+  }
+}
+
+TEST(Artifact, RejectsBadSectionFraming) {
+  const std::vector<uint8_t> b = smallBytes();
+  {
+    // Fewer sections announced than present: trailing bytes.
+    std::vector<uint8_t> c = b;
+    putU32(c, mlaa::kOffSectionCount, 5);
+    rechecksum(c);
+    EXPECT_FALSE(loadStatus(c).ok());
+  }
+  {
+    // More announced than present.
+    std::vector<uint8_t> c = b;
+    putU32(c, mlaa::kOffSectionCount, 7);
+    rechecksum(c);
+    EXPECT_EQ(loadStatus(c).code(), StatusCode::DataLoss);
+  }
+  {
+    // The views section relabelled as a second caches section.
+    std::vector<uint8_t> c = b;
+    putU32(c, payloadOffset(c, mlaa::kSectionViews) - 16, mlaa::kSectionCaches);
+    rechecksum(c);
+    Status s = loadStatus(c);
+    EXPECT_EQ(s.code(), StatusCode::InvalidArgument);
+    EXPECT_NE(s.message().find("out of order"), std::string::npos);
+  }
+  {
+    // An unknown non-extension kind.
+    std::vector<uint8_t> c = b;
+    putU32(c, payloadOffset(c, mlaa::kSectionViews) - 16, 77);
+    rechecksum(c);
+    EXPECT_NE(loadStatus(c).message().find("unknown section"),
+              std::string::npos);
+  }
+  {
+    // A section's byte size that disagrees with its record count.
+    std::vector<uint8_t> c = b;
+    putU32(c, payloadOffset(c, mlaa::kSectionBuffers) - 12, 3);
+    rechecksum(c);
+    EXPECT_EQ(loadStatus(c).code(), StatusCode::InvalidArgument);
+  }
+  {
+    // A section size past the end.
+    std::vector<uint8_t> c = b;
+    putU32(c, payloadOffset(c, mlaa::kSectionInstructions) - 8, 1u << 30);
+    rechecksum(c);
+    EXPECT_EQ(loadStatus(c).code(), StatusCode::DataLoss);
+  }
+  {
+    // An extension section (kind >= 0x100) is skipped.
+    std::vector<uint8_t> c = b;
+    const uint8_t ext[24] = {0x00, 0x01, 0, 0, 1, 0, 0, 0, 5, 0, 0, 0,
+                             0,    0,    0, 0, 'h', 'e', 'l', 'l', 'o'};
+    c.insert(c.end(), ext, ext + 24);
+    putU32(c, mlaa::kOffSectionCount, 7);
+    const uint64_t len = c.size();
+    std::memcpy(&c[mlaa::kOffTotalLength], &len, 8);
+    rechecksum(c);
+    EXPECT_TRUE(loadStatus(c).ok()) << loadStatus(c).toString();
+    c[c.size() - 1] = 1; // but its padding must be zero
+    rechecksum(c);
+    EXPECT_FALSE(loadStatus(c).ok());
+  }
+}
+
+TEST(Artifact, RejectsOutOfRangeIndices) {
+  {
+    ArtifactWriter w = smallProgram();
+    ViewDecl v;
+    v.base = ViewBase::Buffer;
+    v.baseIndex = 4; // 4 buffers: 0..3
+    w.addView(v);
+    expectInvalid(w, "buffer index 4 out of range");
+  }
+  {
+    ArtifactWriter w = smallProgram();
+    w.copy(0, uint32_t(w.views().size()));
+    expectInvalid(w, "view index");
+  }
+  {
+    ArtifactWriter w = smallProgram();
+    w.cacheUpdate(1, 3, 4, 5);
+    expectInvalid(w, "cache index 1 out of range");
+  }
+  {
+    ArtifactWriter w = smallProgram();
+    ViewDecl v;
+    v.base = ViewBase::Arena;
+    v.baseIndex = 3;
+    w.addView(v);
+    expectInvalid(w, "arena view with base index 3");
+  }
+  {
+    // A string index past the table: patch buffer 0's name.
+    std::vector<uint8_t> c = smallBytes();
+    putU32(c, payloadOffset(c, mlaa::kSectionBuffers), 1000);
+    rechecksum(c);
+    Status s = loadStatus(c);
+    EXPECT_EQ(s.code(), StatusCode::InvalidArgument);
+    EXPECT_NE(s.message().find("string index 1000"), std::string::npos)
+        << s.toString();
+  }
+  {
+    // A string entry past the string data.
+    std::vector<uint8_t> c = smallBytes();
+    putU32(c, payloadOffset(c, mlaa::kSectionStrings), 5000);
+    rechecksum(c);
+    EXPECT_NE(loadStatus(c).message().find("outside the string data"),
+              std::string::npos);
+  }
+  {
+    // Unknown opcode, dtype, role, rank.
+    ArtifactWriter w = smallProgram();
+    Instruction inst;
+    inst.opcode = Opcode(99);
+    w.addInstruction(inst);
+    expectInvalid(w, "unknown opcode 99");
+    ArtifactWriter w2 = smallProgram();
+    BufferDecl b;
+    b.name = "bad";
+    b.dtype = DType(9);
+    w2.addBuffer(b);
+    expectInvalid(w2, "unknown dtype 9");
+    ArtifactWriter w3 = smallProgram();
+    b.dtype = DType::F32;
+    b.role = BufferRole(7);
+    w3.addBuffer(b);
+    expectInvalid(w3, "unknown role 7");
+    ArtifactWriter w4 = smallProgram();
+    w4.addBuffer("r5", BufferRole::Input, DType::F32, {1, 1, 1, 1, 1});
+    expectInvalid(w4, "rank 5");
+  }
+}
+
+TEST(Artifact, RejectsViewsOutsideTheirBase) {
+  {
+    ArtifactWriter w = smallProgram(); // x is [2, 12] bf16 = 48 bytes
+    w.bufferView(0, 2, DType::BF16, {2, 12});
+    expectInvalid(w, "lies outside buffer 'x' of 48 bytes");
+  }
+  {
+    ArtifactWriter w = smallProgram();
+    w.bufferView(0, 0, DType::BF16, {2, 12}, {13, 1}); // one element too far
+    expectInvalid(w, "lies outside buffer 'x'");
+  }
+  {
+    ArtifactWriter w = smallProgram();
+    w.bufferView(0, 0, DType::F32, {2, 12}); // reinterpreting doubles bytes
+    expectInvalid(w, "lies outside");
+  }
+  {
+    ArtifactWriter w = smallProgram();
+    w.arenaView(w.arenaBytes() - 2, DType::BF16, {2});
+    expectInvalid(w, "lies outside the arena");
+  }
+  {
+    ArtifactWriter w = smallProgram();
+    w.bufferView(0, 1, DType::BF16, {1});
+    expectInvalid(w, "not a multiple of the element size");
+  }
+  {
+    ArtifactWriter w = smallProgram();
+    w.bufferView(0, -2, DType::BF16, {1});
+    expectInvalid(w, "negative");
+  }
+  {
+    ArtifactWriter w = smallProgram();
+    w.bufferView(0, 0, DType::BF16, {2, 2}, {-1, 1});
+    expectInvalid(w, "stride -1");
+  }
+  {
+    // Sizes and strides whose product would overflow 64 bits.
+    ArtifactWriter w = smallProgram();
+    w.bufferView(0, 0, DType::BF16, {int64_t(1) << 40, 2},
+                 {int64_t(1) << 40, 1});
+    expectInvalid(w, "overflow");
+  }
+  {
+    ArtifactWriter w = smallProgram();
+    w.bufferView(0, 0, DType::BF16, {int64_t(1) << 62});
+    expectInvalid(w, "out of range");
+  }
+  {
+    // Empty views may sit at the very end; views of size 0 read nothing.
+    ArtifactWriter w = smallProgram();
+    w.bufferView(0, 48, DType::BF16, {0, 12});
+    EXPECT_TRUE(w.finish().ok());
+  }
+}
+
+TEST(Artifact, RejectsInstructionsTheirKernelCannotRun) {
+  auto base = [] { return smallProgram(); };
+  // Views of the small program: 0 x[2,12], 1 tmp, 2 w[12], 3 kv_c, 4 k_pe,
+  // 5 slots, 6 out.
+  {
+    ArtifactWriter w = base();
+    w.linear(0, kNoIndex, 6);
+    expectInvalid(w, "required operand 'weight' is missing");
+  }
+  {
+    ArtifactWriter w = base();
+    w.linear(0, 2, 6); // weight rank 1
+    expectInvalid(w, "operand 'weight' has rank 1");
+  }
+  {
+    ArtifactWriter w = base();
+    w.add(0, w.bufferView(2, 0, DType::I64, {1, 2}), 6); // i64 slots
+    expectInvalid(w, "operand 'b' has dtype i64");
+  }
+  {
+    ArtifactWriter w = base();
+    Instruction inst;
+    inst.opcode = Opcode::Add;
+    inst.operands = {0, 1, 6, 0, kNoIndex, kNoIndex, kNoIndex, kNoIndex,
+                     kNoIndex, kNoIndex};
+    w.addInstruction(inst);
+    expectInvalid(w, "operand slot 3 must be empty");
+  }
+  {
+    ArtifactWriter w = base();
+    w.add(0, 1, 0);
+    EXPECT_TRUE(w.finish().ok()); // writing an input is allowed
+    w.rmsNorm(0, 2, w.bufferView(1, 0, DType::BF16, {1, 12}), 1e-6f);
+    expectInvalid(w, "would write weight buffer 'w'");
+  }
+  {
+    ArtifactWriter w = base();
+    w.cacheUpdate(kNoIndex, 3, 4, 5);
+    expectInvalid(w, "needs a cache");
+    ArtifactWriter w2 = base();
+    Instruction inst;
+    inst.opcode = Opcode::Add;
+    inst.operands[0] = 0;
+    inst.operands[1] = 1;
+    inst.operands[2] = 6;
+    inst.cache = 0;
+    w2.addInstruction(inst);
+    expectInvalid(w2, "takes no cache");
+  }
+  {
+    ArtifactWriter w = base();
+    const uint32_t q = w.arenaView(0, DType::BF16, {1, 1, 12});
+    w.prefillAttention(q, q, q, 5, q, 1.0f, kNoIndex, 0);
+    expectInvalid(w, "operand 'query_start_loc' has dtype i64");
+  }
+  {
+    ArtifactWriter w = base();
+    const uint32_t q = w.arenaView(0, DType::BF16, {1, 1, 12});
+    const uint32_t qsl =
+        w.bufferView(w.addBuffer("qsl", BufferRole::StepMetadata, DType::I32,
+                                 {2}));
+    w.prefillAttention(q, q, q, qsl, q, 1.0f, kNoIndex, 0);
+    expectInvalid(w, "operand 'block_table' must be present with a cache");
+  }
+  {
+    ArtifactWriter w = base();
+    w.copy(0, w.arenaView(0, DType::BF16, {12, 2}));
+    expectInvalid(w, "differ in shape or dtype");
+  }
+  {
+    ArtifactWriter w = base();
+    w.rope(w.arenaView(0, DType::BF16, {2, 4}), 5,
+           w.arenaView(0, DType::F32, {1, 4}), RopeStyle(3));
+    expectInvalid(w, "unknown rope style 3");
+  }
+  {
+    ArtifactWriter w = base();
+    w.rmsNorm(0, 2, 1, std::nanf(""));
+    expectInvalid(w, "is not valid");
+    ArtifactWriter w2 = base();
+    w2.rmsNorm(0, 2, 1, -1.0f);
+    expectInvalid(w2, "is not valid");
+  }
+  {
+    ArtifactWriter w = base();
+    Instruction inst;
+    inst.opcode = Opcode::Linear;
+    inst.operands[0] = 0;
+    inst.operands[1] = 1;
+    inst.operands[2] = 1;
+    inst.floatAttr = 2.0f;
+    w.addInstruction(inst);
+    expectInvalid(w, "unused float attribute");
+  }
+}
+
+TEST(Artifact, RejectsBadNamesAndCaches) {
+  {
+    ArtifactWriter w = smallProgram();
+    w.addBuffer("x", BufferRole::Input, DType::F32, {1});
+    expectInvalid(w, "name 'x' is empty or not unique");
+  }
+  {
+    ArtifactWriter w = smallProgram();
+    w.addBuffer("", BufferRole::Input, DType::F32, {1});
+    expectInvalid(w, "empty or not unique");
+  }
+  {
+    ArtifactWriter w = smallProgram();
+    w.addCache("out", smallCacheDesc());
+    expectInvalid(w, "not unique among buffers and caches");
+  }
+  {
+    ArtifactWriter w = smallProgram();
+    KVCacheDesc d = smallCacheDesc();
+    d.ropeDim = 3;
+    w.addCache("odd", d);
+    expectInvalid(w, "even rope_dim");
+  }
+  {
+    ArtifactWriter w = smallProgram();
+    KVCacheDesc d = smallCacheDesc();
+    d.numBlocks = int64_t(1) << 39;
+    d.blockSize = int64_t(1) << 39;
+    w.addCache("huge", d);
+    expectInvalid(w, "too large");
+  }
+}
+
+} // namespace
+} // namespace mlart
