@@ -110,8 +110,8 @@ private:
 
   void fail(StringRef key, StringRef what) {
     if (firstError.empty())
-      firstError = llvm::formatv("{0}: field '{1}{2}' {3}", source, prefix,
-                                 key, what);
+      firstError =
+          llvm::formatv("{0}: field '{1}{2}' {3}", source, prefix, key, what);
   }
 
   const llvm::json::Object &object;
@@ -154,13 +154,13 @@ Error ModelConfig::validate() const {
     if (Error err = positive("q_lora_rank", *qLoraRank))
       return err;
   if (qkRopeHeadDim % 2 != 0)
-    return makeError(llvm::formatv(
-        "model '{0}': qk_rope_head_dim must be even (rotated in pairs), got {1}",
-        name, qkRopeHeadDim));
+    return makeError(llvm::formatv("model '{0}': qk_rope_head_dim must be even "
+                                   "(rotated in pairs), got {1}",
+                                   name, qkRopeHeadDim));
   if (!(rmsNormEps > 0.0))
-    return makeError(llvm::formatv(
-        "model '{0}': rms_norm_eps must be positive, got {1}", name,
-        rmsNormEps));
+    return makeError(
+        llvm::formatv("model '{0}': rms_norm_eps must be positive, got {1}",
+                      name, rmsNormEps));
   if (ropeScaling && !(ropeScaling->factor > 0.0))
     return makeError(llvm::formatv(
         "model '{0}': rope_scaling.factor must be positive, got {1}", name,
@@ -249,8 +249,8 @@ Error StepOptions::validate(const ModelConfig &config) const {
   auto positive = [](StringRef what, int64_t value) -> Error {
     if (value > 0)
       return Error::success();
-    return makeError(llvm::formatv("{0} must be positive, got {1}", what,
-                                   value));
+    return makeError(
+        llvm::formatv("{0} must be positive, got {1}", what, value));
   };
   if (phase == Phase::Decode) {
     if (Error err = positive("batch", batch))

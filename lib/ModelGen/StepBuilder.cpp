@@ -74,10 +74,10 @@ struct LayerArgs {
   unsigned cache;
   std::optional<unsigned> kvScale;
   unsigned inputNorm;
-  std::optional<unsigned> qProj;   // without q LoRA
-  std::optional<unsigned> qAProj;  // with q LoRA
-  std::optional<unsigned> qANorm;  // with q LoRA
-  std::optional<unsigned> qBProj;  // with q LoRA
+  std::optional<unsigned> qProj;  // without q LoRA
+  std::optional<unsigned> qAProj; // with q LoRA
+  std::optional<unsigned> qANorm; // with q LoRA
+  std::optional<unsigned> qBProj; // with q LoRA
   unsigned kvAProj;
   unsigned kvANorm;
   unsigned wUk;
@@ -100,8 +100,8 @@ class StepBuilder {
 public:
   StepBuilder(OpBuilder &builder, const ModelConfig &config,
               const StepOptions &options)
-      : b(builder), ctx(builder.getContext()), config(config),
-        options(options), sig(ctx) {
+      : b(builder), ctx(builder.getContext()), config(config), options(options),
+        sig(ctx) {
     act = options.dtype == DType::BF16 ? Type(b.getBF16Type())
                                        : Type(b.getF32Type());
     tokens = options.numTokens();
@@ -199,7 +199,8 @@ LayerArgs StepBuilder::declareLayerArgs(int64_t layer) {
   // kv_b_proj split per head into its key (W_UK) and value (W_UV) halves.
   a.wUk = weight({heads, nope, latent}, "self_attn.w_uk");
   a.wUv = weight({heads, latent, config.vHeadDim}, "self_attn.w_uv");
-  a.oProj = weight({hidden, heads * config.vHeadDim}, "self_attn.o_proj.weight");
+  a.oProj =
+      weight({hidden, heads * config.vHeadDim}, "self_attn.o_proj.weight");
   return a;
 }
 
@@ -240,13 +241,13 @@ Value StepBuilder::buildLayer(Location loc, Value x, const LayerArgs &layer) {
     qFlat = linear(loc, h, arg(*layer.qProj), heads * qkDim);
   }
   SmallVector<ReassociationIndices> splitHeads = {{0}, {1, 2}};
-  Value q = tensor::ExpandShapeOp::create(b, loc, tensor({tokens, heads, qkDim}),
-                                          qFlat, splitHeads);
+  Value q = tensor::ExpandShapeOp::create(
+      b, loc, tensor({tokens, heads, qkDim}), qFlat, splitHeads);
   Value qNope = slice(loc, q, {0, 0, 0}, {tokens, heads, nope});
   Value qPe = slice(loc, q, {0, 0, nope}, {tokens, heads, rope});
   Value qPeRot = RopeOp::create(b, loc, gptj, qPe, positions, cosSin);
-  Value qRot = tensor::ConcatOp::create(b, loc, /*dim=*/2,
-                                        ValueRange{qNope, qPeRot});
+  Value qRot =
+      tensor::ConcatOp::create(b, loc, /*dim=*/2, ValueRange{qNope, qPeRot});
 
   // Latent KV: one projection gives kv_c and k_pe; normalise the latent,
   // rotate k_pe.
@@ -267,8 +268,8 @@ Value StepBuilder::buildLayer(Location loc, Value x, const LayerArgs &layer) {
       layer.kvScale ? arg(*layer.kvScale) : Value(),
       llvm::APFloat(static_cast<float>(config.softmaxScale())));
 
-  Value attnFlat = tensor::CollapseShapeOp::create(b, loc, attention,
-                                                   splitHeads);
+  Value attnFlat =
+      tensor::CollapseShapeOp::create(b, loc, attention, splitHeads);
   Value out = linear(loc, attnFlat, arg(layer.oProj), config.hiddenSize);
   return arith::AddFOp::create(b, loc, out, x);
 }
@@ -298,9 +299,9 @@ func::FuncOp StepBuilder::build(Location loc) {
   b.setInsertionPointToStart(entry);
   Value x = arg(step.hiddenStates);
   for (auto [i, layer] : llvm::enumerate(layers))
-    x = buildLayer(NameLoc::get(StringAttr::get(ctx, names::layerPrefix(i)),
-                                loc),
-                   x, layer);
+    x = buildLayer(
+        NameLoc::get(StringAttr::get(ctx, names::layerPrefix(i)), loc), x,
+        layer);
   func::ReturnOp::create(b, loc, x);
   return func;
 }

@@ -1,7 +1,7 @@
 // Embedding check: parse mla IR and build a step with the C++ builder
 // (mla/ModelGen), run mla-extract-kv-update on both, verify the results.
-#include "mla/InitAll.h"
 #include "mla/IR/MLAOps.h"
+#include "mla/InitAll.h"
 #include "mla/ModelGen/ModelGen.h"
 
 #include "mlir/IR/BuiltinOps.h"

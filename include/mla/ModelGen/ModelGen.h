@@ -108,9 +108,7 @@ struct StepOptions {
   std::string funcName;
 
   /// Tokens of the step: `batch` in decode, `tokens` in prefill.
-  int64_t numTokens() const {
-    return phase == Phase::Decode ? batch : tokens;
-  }
+  int64_t numTokens() const { return phase == Phase::Decode ? batch : tokens; }
   /// Requests of the step: `batch` in decode, `requests` in prefill.
   int64_t numRequests() const {
     return phase == Phase::Decode ? batch : requests;
