@@ -20,7 +20,7 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
 # The decode pipeline if this checkout has it, else the passes it runs.
-if "$opt" --help 2>/dev/null | grep -q -- '--mla-decode-pipeline'; then
+if "$opt" --help 2>/dev/null | grep -c -- '--mla-decode-pipeline' >/dev/null; then
   pipeline=(-mla-decode-pipeline)
   pipeline_note="-mla-decode-pipeline"
 else
