@@ -38,7 +38,7 @@ func.func @decode_step(
   %l0_k_pe = tensor.extract_slice %l0_kv[0, 512] [8, 64] [1, 1] : tensor<8x576xbf16> to tensor<8x64xbf16>
   %l0_kv_c_norm = mla.rms_norm %l0_kv_c, %l0_w_kv_norm : tensor<8x512xbf16>, tensor<512xbf16>
   %l0_k_pe_rot = mla.rope gptj %l0_k_pe, %positions, %cos_sin : tensor<8x64xbf16>, tensor<8xi64>, tensor<8192x64xf32>
-  %l0_attn = mla.attention decode %l0_q_rot, %l0_kv_c_norm, %l0_k_pe_rot, %slot_mapping into %l0_cache[%block_table, %seq_lens] weights(%l0_w_uk, %l0_w_uv) softmax_scale = 0.114659
+  %l0_attn = mla.attention decode %l0_q_rot, %l0_kv_c_norm, %l0_k_pe_rot, %slot_mapping into %l0_cache[%block_table, %seq_lens] weights(%l0_w_uk, %l0_w_uv) softmax_scale = 0.114721403
       : tensor<8x16x192xbf16>, tensor<8x512xbf16>, tensor<8x64xbf16>, tensor<8xi64> into !mla.kv_cache<?x64xbf16>, tensor<8x64xi32>, tensor<8xi32>, tensor<16x128x512xbf16>, tensor<16x512x128xbf16> -> tensor<8x16x128xbf16>
   %l0_attn_flat = tensor.collapse_shape %l0_attn [[0], [1, 2]] : tensor<8x16x128xbf16> into tensor<8x2048xbf16>
   %l0_o = mla.linear %l0_attn_flat, %l0_w_o : tensor<8x2048xbf16>, tensor<2048x2048xbf16> -> tensor<8x2048xbf16>
@@ -55,7 +55,7 @@ func.func @decode_step(
   %l1_k_pe = tensor.extract_slice %l1_kv[0, 512] [8, 64] [1, 1] : tensor<8x576xbf16> to tensor<8x64xbf16>
   %l1_kv_c_norm = mla.rms_norm %l1_kv_c, %l1_w_kv_norm : tensor<8x512xbf16>, tensor<512xbf16>
   %l1_k_pe_rot = mla.rope gptj %l1_k_pe, %positions, %cos_sin : tensor<8x64xbf16>, tensor<8xi64>, tensor<8192x64xf32>
-  %l1_attn = mla.attention decode %l1_q_rot, %l1_kv_c_norm, %l1_k_pe_rot, %slot_mapping into %l1_cache[%block_table, %seq_lens] weights(%l1_w_uk, %l1_w_uv) softmax_scale = 0.114659
+  %l1_attn = mla.attention decode %l1_q_rot, %l1_kv_c_norm, %l1_k_pe_rot, %slot_mapping into %l1_cache[%block_table, %seq_lens] weights(%l1_w_uk, %l1_w_uv) softmax_scale = 0.114721403
       : tensor<8x16x192xbf16>, tensor<8x512xbf16>, tensor<8x64xbf16>, tensor<8xi64> into !mla.kv_cache<?x64xbf16>, tensor<8x64xi32>, tensor<8xi32>, tensor<16x128x512xbf16>, tensor<16x512x128xbf16> -> tensor<8x16x128xbf16>
   %l1_attn_flat = tensor.collapse_shape %l1_attn [[0], [1, 2]] : tensor<8x16x128xbf16> into tensor<8x2048xbf16>
   %l1_o = mla.linear %l1_attn_flat, %l1_w_o : tensor<8x2048xbf16>, tensor<2048x2048xbf16> -> tensor<8x2048xbf16>

@@ -46,7 +46,7 @@ func.func @decode_layer(
 
   // The side effect engines hide inside the attention call.
   %attn = mla.attention decode %q_rot, %kv_c_norm, %k_pe_rot, %slot_mapping into %cache[%block_table, %seq_lens]
-      weights(%w_uk, %w_uv) softmax_scale = 0.114659
+      weights(%w_uk, %w_uv) softmax_scale = 0.114721403
       : tensor<8x16x192xbf16>, tensor<8x512xbf16>, tensor<8x64xbf16>, tensor<8xi64>
         into !mla.kv_cache<?x64xbf16>, tensor<8x64xi32>, tensor<8xi32>,
         tensor<16x128x512xbf16>, tensor<16x512x128xbf16> -> tensor<8x16x128xbf16>

@@ -31,7 +31,7 @@ func.func @prefill_step(
   %l0_k_pe = tensor.extract_slice %l0_kv[0, 512] [24, 64] [1, 1] : tensor<24x576xbf16> to tensor<24x64xbf16>
   %l0_kv_c_norm = mla.rms_norm %l0_kv_c, %l0_w_kv_norm : tensor<24x512xbf16>, tensor<512xbf16>
   %l0_k_pe_rot = mla.rope gptj %l0_k_pe, %positions, %cos_sin : tensor<24x64xbf16>, tensor<24xi64>, tensor<8192x64xf32>
-  %l0_attn = mla.attention prefill %l0_q_rot, %l0_kv_c_norm, %l0_k_pe_rot, %slot_mapping into %l0_cache[%block_table, %seq_lens] weights(%l0_w_uk, %l0_w_uv) query_start_loc(%query_start_loc : tensor<4xi32>) softmax_scale = 0.114659
+  %l0_attn = mla.attention prefill %l0_q_rot, %l0_kv_c_norm, %l0_k_pe_rot, %slot_mapping into %l0_cache[%block_table, %seq_lens] weights(%l0_w_uk, %l0_w_uv) query_start_loc(%query_start_loc : tensor<4xi32>) softmax_scale = 0.114721403
       : tensor<24x16x192xbf16>, tensor<24x512xbf16>, tensor<24x64xbf16>, tensor<24xi64> into !mla.kv_cache<?x64xbf16>, tensor<3x64xi32>, tensor<3xi32>, tensor<16x128x512xbf16>, tensor<16x512x128xbf16> -> tensor<24x16x128xbf16>
   %l0_attn_flat = tensor.collapse_shape %l0_attn [[0], [1, 2]] : tensor<24x16x128xbf16> into tensor<24x2048xbf16>
   %l0_o = mla.linear %l0_attn_flat, %l0_w_o : tensor<24x2048xbf16>, tensor<2048x2048xbf16> -> tensor<24x2048xbf16>

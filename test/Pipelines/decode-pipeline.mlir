@@ -26,7 +26,7 @@
 // ONE-NEXT: %[[QROT:.*]] = mla.rope_kv_cache_update gptj %[[NORM]], %[[KPE]], %[[SLOTS]] into %[[CACHE]] positions(%[[POS]], %[[CS]]) rotate_q(%[[QPE]] : tensor<8x16x64xbf16>)
 // ONE-NEXT: %[[LAT:.*]] = mla.q_absorb %[[QNOPE]], %arg11
 // ONE-NEXT: %[[QL:.*]] = mla.q_concat %[[LAT]], %[[QROT]]
-// ONE-NEXT: %[[O:.*]] = mla.decode_attention %[[QL]], %[[CACHE]][%[[BT]], %[[SL]]] softmax_scale = 1.146590e-01
+// ONE-NEXT: %[[O:.*]] = mla.decode_attention %[[QL]], %[[CACHE]][%[[BT]], %[[SL]]] softmax_scale = 0.114721403
 // ONE-NEXT: %[[V:.*]] = mla.v_up %[[O]], %arg12
 // ONE-NEXT: %[[F:.*]] = tensor.collapse_shape %[[V]]
 // ONE-NEXT: %[[OUT:.*]] = mla.linear %[[F]], %arg13

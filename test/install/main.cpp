@@ -1,6 +1,8 @@
-// Embedding check: parse mla IR, run mla-extract-kv-update, verify the result.
-#include "mla/InitAll.h"
+// Embedding check: parse mla IR and build a step with the C++ builder
+// (mla/ModelGen), run mla-extract-kv-update on both, verify the results.
 #include "mla/IR/MLAOps.h"
+#include "mla/InitAll.h"
+#include "mla/ModelGen/ModelGen.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/DialectRegistry.h"
@@ -23,6 +25,17 @@ func.func @step(%q: tensor<2x16x192xbf16>, %c: tensor<2x512xbf16>, %p: tensor<2x
 }
 )mlir";
 
+/// Runs the extract pass and returns the number of cache updates, or -1.
+static int extractAndCount(mlir::MLIRContext &context, mlir::ModuleOp module) {
+  auto pm = mlir::PassManager::on<mlir::ModuleOp>(&context);
+  if (mlir::failed(mlir::parsePassPipeline("mla-extract-kv-update", pm)) ||
+      mlir::failed(pm.run(module)))
+    return -1;
+  int updates = 0;
+  module.walk([&](mlir::mla::KVCacheUpdateOp) { ++updates; });
+  return updates;
+}
+
 int main() {
   mlir::DialectRegistry registry;
   mlir::mla::registerAllDialects(registry);
@@ -31,12 +44,22 @@ int main() {
   auto module = mlir::parseSourceString<mlir::ModuleOp>(kModule, &context);
   if (!module)
     return 1;
-  auto pm = mlir::PassManager::on<mlir::ModuleOp>(&context);
-  if (mlir::failed(mlir::parsePassPipeline("mla-extract-kv-update", pm)) ||
-      mlir::failed(pm.run(*module)))
-    return 1;
-  int updates = 0;
-  module->walk([&](mlir::mla::KVCacheUpdateOp) { ++updates; });
+  int updates = extractAndCount(context, *module);
   std::printf("kv_cache_update ops after extraction: %d\n", updates);
-  return updates == 1 ? 0 : 1;
+  if (updates != 1)
+    return 1;
+
+  namespace gen = mlir::mla::gen;
+  gen::StepOptions options;
+  options.numLayers = 2;
+  options.batch = 4;
+  auto step = gen::buildStepModule(
+      context, *gen::lookupPreset("deepseek-v2-lite"), options);
+  if (!step) {
+    std::fprintf(stderr, "%s\n", llvm::toString(step.takeError()).c_str());
+    return 1;
+  }
+  updates = extractAndCount(context, **step);
+  std::printf("kv_cache_update ops in a generated 2-layer step: %d\n", updates);
+  return updates == 2 ? 0 : 1;
 }

@@ -109,6 +109,10 @@ struct PrefillAttentionArgs {
   TensorRef contextLens;
   TensorRef wUK;
   TensorRef wUV;
+  /// When true, contextLens holds each request's total length after this
+  /// step (the compiler's seq_lens) and the context is that minus the
+  /// request's new tokens.
+  bool lensIncludeNewTokens = false;
 };
 
 /// out[b, h, :] = qNope[b, h, :] @ wUK[h]   (wUK [H, nope, latent]).

@@ -25,6 +25,16 @@ bool hasContext(const PrefillAttentionArgs &a) {
   return a.cache.data != nullptr;
 }
 
+/// Cached tokens request `r` attends to before its new tokens.
+int64_t contextLength(const PrefillAttentionArgs &a, int64_t r) {
+  if (!hasContext(a))
+    return 0;
+  int64_t len = loadI32(a.contextLens, r);
+  if (a.lensIncludeNewTokens)
+    len -= loadI32(a.queryStartLoc, r + 1) - loadI32(a.queryStartLoc, r);
+  return len;
+}
+
 Status validate(const PrefillAttentionArgs &a) {
   MLART_RETURN_IF_ERROR(checkFloatTensor(a.q, "q", 3));
   const int64_t tokens = a.q.sizes[0], heads = a.q.sizes[1];
@@ -72,8 +82,14 @@ Status validate(const PrefillAttentionArgs &a) {
   MLART_RETURN_IF_ERROR(checkDim(a.wUV, "wUV", 0, heads));
   MLART_RETURN_IF_ERROR(checkDim(a.wUV, "wUV", 1, desc.latentRank));
   MLART_RETURN_IF_ERROR(checkDim(a.wUV, "wUV", 2, vDim));
-  return checkPagedRead(a.cache, a.blockTable, a.contextLens, "contextLens",
-                        requests);
+  MLART_RETURN_IF_ERROR(checkPagedRead(a.cache, a.blockTable, a.contextLens,
+                                       "contextLens", requests));
+  for (int64_t r = 0; r < requests; ++r)
+    if (contextLength(a, r) < 0)
+      return outOfRange("contextLens[" + std::to_string(r) + "] = " +
+                        std::to_string(loadI32(a.contextLens, r)) +
+                        " is shorter than the request's new tokens");
+  return Status::success();
 }
 
 /// Softmax attention of one query over `count` keys/values (row-major float
@@ -127,8 +143,7 @@ Status prefillAttention(const PrefillAttentionArgs &args) {
   for (int64_t r = 0; r < requests; ++r) {
     const int64_t start = loadI32(args.queryStartLoc, r);
     const int64_t count = loadI32(args.queryStartLoc, r + 1) - start;
-    const int64_t ctxLen =
-        hasContext(args) ? int64_t(loadI32(args.contextLens, r)) : 0;
+    const int64_t ctxLen = contextLength(args, r);
     // Decode the request's cached rows once; every head decompresses them.
     ctxRows.resize(size_t(ctxLen * rowValues));
     for (int64_t j = 0; j < ctxLen; ++j)
