@@ -1,7 +1,8 @@
 /*===- mlart.h - C API of the MLA runtime ---------------------------------===*
  *
  * Pure C (C99) interface for embedding the runtime: devices, buffers, paged
- * KV caches, the block manager and every kernel of the kernel library.
+ * KV caches, the block manager, every kernel of the kernel library, and
+ * artifacts with the executor that runs them.
  * Handles are opaque. Every fallible call returns an mlart_status: NULL means
  * success; anything else carries a code and a message and must be released
  * with mlart_status_free. No call lets a C++ exception escape.
@@ -304,6 +305,12 @@ typedef struct mlart_linear_args {
   mlart_tensor out;
 } mlart_linear_args;
 
+typedef struct mlart_add_args {
+  mlart_tensor a;
+  mlart_tensor b;
+  mlart_tensor out;
+} mlart_add_args;
+
 /* Each kernel runs on `device`'s kernel library; `stream` may be NULL. */
 mlart_status mlart_cache_update(mlart_device *device,
                                 const mlart_cache_update_args *args,
@@ -331,6 +338,56 @@ mlart_status mlart_rms_norm(mlart_device *device,
                             const mlart_rms_norm_args *args, void *stream);
 mlart_status mlart_linear(mlart_device *device, const mlart_linear_args *args,
                           void *stream);
+mlart_status mlart_add(mlart_device *device, const mlart_add_args *args,
+                       void *stream);
+
+/*---- Artifacts and the executor (see docs/artifact.md) -------------------*/
+
+typedef struct mlart_artifact_s mlart_artifact;
+typedef struct mlart_executor_s mlart_executor;
+
+/** Loads and fully validates an MLAA artifact; a truncated or corrupted one
+ *  is MLART_STATUS_DATA_LOSS, an unsupported version or inconsistent
+ *  program MLART_STATUS_INVALID_ARGUMENT. */
+mlart_status mlart_artifact_load_file(const char *path,
+                                      mlart_artifact **out_artifact);
+/** Same from memory; the bytes are not referenced after the call. */
+mlart_status mlart_artifact_load_memory(const void *data, size_t size,
+                                        mlart_artifact **out_artifact);
+/** Frees an artifact; NULL is a no-op. Executors keep their own copy. */
+void mlart_artifact_free(mlart_artifact *artifact);
+/** Number of instructions of the step program. */
+int64_t mlart_artifact_num_instructions(const mlart_artifact *artifact);
+
+/** Creates an executor for `artifact` on `device` (allocates its scratch
+ *  arena there). The device must outlive the executor. */
+mlart_status mlart_executor_create(mlart_device *device,
+                                   const mlart_artifact *artifact,
+                                   mlart_executor **out_executor);
+void mlart_executor_free(mlart_executor *executor);
+/** Binds buffer `name` to contiguous device memory of the declared dtype and
+ *  shape. Bindings persist across runs. */
+mlart_status mlart_executor_bind(mlart_executor *executor, const char *name,
+                                 const mlart_tensor *tensor);
+/** Binds cache `name` (its desc must equal the declared one). The cache's
+ *  checked-mode guard (mlart_kv_cache_set_guard) at the time of the call is
+ *  kept; rebind after changing it. */
+mlart_status mlart_executor_bind_cache(mlart_executor *executor,
+                                       const char *name, mlart_kv_cache *cache);
+/** Runs the step on `stream` (NULL: default). Errors name the failing
+ *  instruction: "instruction #6 cache_update (layer0.kv_update): ...". */
+mlart_status mlart_executor_run(mlart_executor *executor, void *stream);
+
+/** Per-instruction timing: index, opcode name, location ("" if none) and
+ *  host wall seconds including a device synchronize. */
+typedef void (*mlart_instruction_timing_fn)(void *user_data, int64_t index,
+                                            const char *opcode,
+                                            const char *location,
+                                            double seconds);
+/** Turns timing on (fn != NULL) or off. */
+mlart_status mlart_executor_set_timing_callback(mlart_executor *executor,
+                                                mlart_instruction_timing_fn fn,
+                                                void *user_data);
 
 #ifdef __cplusplus
 } /* extern "C" */

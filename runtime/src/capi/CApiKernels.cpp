@@ -189,4 +189,16 @@ mlart_status mlart_linear(mlart_device *device, const mlart_linear_args *args,
   });
 }
 
+mlart_status mlart_add(mlart_device *device, const mlart_add_args *args,
+                       void *stream) {
+  return guarded([&]() -> Status {
+    MLART_RETURN_IF_ERROR(checkCall(device, args));
+    AddArgs a;
+    MLART_RETURN_IF_ERROR(toTensorRef(args->a, "a", a.a));
+    MLART_RETURN_IF_ERROR(toTensorRef(args->b, "b", a.b));
+    MLART_RETURN_IF_ERROR(toTensorRef(args->out, "out", a.out));
+    return kernelsOf(device).add(a, stream);
+  });
+}
+
 } // extern "C"

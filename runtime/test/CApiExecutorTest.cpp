@@ -1,0 +1,208 @@
+//===- CApiExecutorTest.cpp - Artifacts and the executor through mlart.h --===//
+#include "mlart/ArtifactWriter.h"
+#include "mlart/mlart.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace {
+
+using namespace mlart;
+
+/// Frees a status at scope exit and exposes its code and message.
+struct CStatus {
+  mlart_status s;
+  explicit CStatus(mlart_status s) : s(s) {}
+  ~CStatus() { mlart_status_free(s); }
+  mlart_status_code code() const { return mlart_status_get_code(s); }
+  std::string message() const { return mlart_status_message(s); }
+};
+
+constexpr int64_t kT = 3, kLatent = 8, kRope = 4, kRow = kLatent + kRope;
+
+mlart_kv_cache_desc cDesc() {
+  mlart_kv_cache_desc d;
+  d.num_blocks = 2;
+  d.block_size = 4;
+  d.latent_rank = kLatent;
+  d.rope_dim = kRope;
+  d.dtype = MLART_DTYPE_F32;
+  d.layout = MLART_CACHE_PLAIN;
+  return d;
+}
+
+/// out = a + b, then the rows of out become cache rows at `slots`.
+std::vector<uint8_t> program() {
+  ArtifactWriter w("capi");
+  const uint32_t a = w.addBuffer("a", BufferRole::Input, DType::F32, {kT, kRow});
+  const uint32_t b = w.addBuffer("b", BufferRole::Input, DType::F32, {kT, kRow});
+  const uint32_t out =
+      w.addBuffer("out", BufferRole::Output, DType::F32, {kT, kRow});
+  const uint32_t slots =
+      w.addBuffer("slots", BufferRole::StepMetadata, DType::I64, {kT});
+  KVCacheDesc d;
+  d.numBlocks = 2;
+  d.blockSize = 4;
+  d.latentRank = kLatent;
+  d.ropeDim = kRope;
+  d.dtype = DType::F32;
+  const uint32_t cache = w.addCache("cache", d);
+  const uint32_t outV = w.bufferView(out);
+  w.add(w.bufferView(a), w.bufferView(b), outV, "sum");
+  const uint32_t kvC = w.bufferView(out, 0, DType::F32, {kT, kLatent}, {kRow, 1});
+  const uint32_t kPe =
+      w.bufferView(out, kLatent * 4, DType::F32, {kT, kRope}, {kRow, 1});
+  w.cacheUpdate(cache, kvC, kPe, w.bufferView(slots), "write");
+  StatusOr<std::vector<uint8_t>> bytes = w.finish();
+  EXPECT_TRUE(bytes.ok()) << bytes.status().toString();
+  return *bytes;
+}
+
+void onTiming(void *user, int64_t index, const char *opcode,
+              const char *location, double seconds) {
+  auto *log = static_cast<std::vector<std::string> *>(user);
+  log->push_back(std::to_string(index) + ":" + opcode + ":" + location);
+  EXPECT_GE(seconds, 0.0);
+}
+
+TEST(CApiExecutor, LoadBindRunThroughTheCHeader) {
+  mlart_device *dev = nullptr;
+  ASSERT_EQ(mlart_device_create_cpu(&dev), nullptr);
+  const std::vector<uint8_t> bytes = program();
+  mlart_artifact *art = nullptr;
+  ASSERT_EQ(mlart_artifact_load_memory(bytes.data(), bytes.size(), &art),
+            nullptr);
+  EXPECT_EQ(mlart_artifact_num_instructions(art), 2);
+  mlart_executor *exec = nullptr;
+  ASSERT_EQ(mlart_executor_create(dev, art, &exec), nullptr);
+  mlart_artifact_free(art); // the executor keeps its own copy
+
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> a(kT * kRow), b(kT * kRow), out(kT * kRow, 0.0f),
+      expected(kT * kRow);
+  for (float &v : a)
+    v = dist(rng);
+  for (float &v : b)
+    v = dist(rng);
+  std::vector<int64_t> slots = {5, -1, 2};
+  const int64_t sizes[2] = {kT, kRow}, slotSizes[1] = {kT};
+  mlart_tensor ta = mlart_tensor_contiguous(a.data(), MLART_DTYPE_F32, 2, sizes);
+  mlart_tensor tb = mlart_tensor_contiguous(b.data(), MLART_DTYPE_F32, 2, sizes);
+  mlart_tensor to =
+      mlart_tensor_contiguous(out.data(), MLART_DTYPE_F32, 2, sizes);
+  mlart_tensor ts =
+      mlart_tensor_contiguous(slots.data(), MLART_DTYPE_I64, 1, slotSizes);
+
+  {
+    CStatus s(mlart_executor_run(exec, nullptr));
+    EXPECT_EQ(s.code(), MLART_STATUS_FAILED_PRECONDITION);
+  }
+  ASSERT_EQ(mlart_executor_bind(exec, "a", &ta), nullptr);
+  ASSERT_EQ(mlart_executor_bind(exec, "b", &tb), nullptr);
+  ASSERT_EQ(mlart_executor_bind(exec, "out", &to), nullptr);
+  {
+    CStatus s(mlart_executor_bind(exec, "slots", &ta));
+    EXPECT_EQ(s.code(), MLART_STATUS_INVALID_ARGUMENT);
+    EXPECT_NE(s.message().find("declared [3] i64"), std::string::npos)
+        << s.message();
+  }
+  ASSERT_EQ(mlart_executor_bind(exec, "slots", &ts), nullptr);
+
+  mlart_kv_cache_desc desc = cDesc();
+  mlart_kv_cache *cache = nullptr;
+  ASSERT_EQ(mlart_kv_cache_create(dev, &desc, 1.0f, &cache), nullptr);
+  mlart_kv_cache_desc wrong = desc;
+  wrong.block_size = 8;
+  mlart_kv_cache *other = nullptr;
+  ASSERT_EQ(mlart_kv_cache_create(dev, &wrong, 1.0f, &other), nullptr);
+  {
+    CStatus s(mlart_executor_bind_cache(exec, "cache", other));
+    EXPECT_EQ(s.code(), MLART_STATUS_INVALID_ARGUMENT);
+  }
+  ASSERT_EQ(mlart_executor_bind_cache(exec, "cache", cache), nullptr);
+
+  std::vector<std::string> log;
+  ASSERT_EQ(mlart_executor_set_timing_callback(exec, onTiming, &log), nullptr);
+  ASSERT_EQ(mlart_executor_run(exec, nullptr), nullptr);
+  EXPECT_EQ(log, (std::vector<std::string>{"0:add:sum", "1:cache_update:write"}));
+
+  // The same sum through the direct kernel entry point.
+  mlart_tensor te =
+      mlart_tensor_contiguous(expected.data(), MLART_DTYPE_F32, 2, sizes);
+  mlart_add_args add = {ta, tb, te};
+  ASSERT_EQ(mlart_add(dev, &add, nullptr), nullptr);
+  EXPECT_EQ(0, std::memcmp(out.data(), expected.data(), out.size() * 4));
+  std::vector<float> row(kRow);
+  ASSERT_EQ(mlart_kv_cache_read_bytes(cache, 5 * kRow * 4, row.data(), kRow * 4),
+            nullptr);
+  EXPECT_EQ(0, std::memcmp(row.data(), &out[0], kRow * 4));
+  ASSERT_EQ(mlart_kv_cache_read_bytes(cache, 2 * kRow * 4, row.data(), kRow * 4),
+            nullptr);
+  EXPECT_EQ(0, std::memcmp(row.data(), &out[2 * kRow], kRow * 4));
+
+  // A kernel error names the instruction.
+  slots[0] = 8;
+  {
+    CStatus s(mlart_executor_run(exec, nullptr));
+    EXPECT_EQ(s.code(), MLART_STATUS_OUT_OF_RANGE);
+    EXPECT_NE(s.message().find("instruction #1 cache_update (write)"),
+              std::string::npos)
+        << s.message();
+  }
+  ASSERT_EQ(mlart_executor_set_timing_callback(exec, nullptr, nullptr),
+            nullptr);
+
+  mlart_executor_free(exec);
+  mlart_kv_cache_destroy(other);
+  mlart_kv_cache_destroy(cache);
+  mlart_device_destroy(dev);
+}
+
+TEST(CApiExecutor, BadArtifactsAndArguments) {
+  std::vector<uint8_t> bytes = program();
+  mlart_artifact *art = nullptr;
+  {
+    CStatus s(mlart_artifact_load_memory(bytes.data(), bytes.size() - 1, &art));
+    EXPECT_EQ(s.code(), MLART_STATUS_DATA_LOSS);
+    EXPECT_EQ(art, nullptr);
+  }
+  bytes[40] ^= 1;
+  {
+    CStatus s(mlart_artifact_load_memory(bytes.data(), bytes.size(), &art));
+    EXPECT_EQ(s.code(), MLART_STATUS_DATA_LOSS);
+  }
+  {
+    CStatus s(mlart_artifact_load_file("/nonexistent/x.mlaa", &art));
+    EXPECT_EQ(s.code(), MLART_STATUS_UNAVAILABLE);
+  }
+  {
+    CStatus s(mlart_artifact_load_memory(bytes.data(), bytes.size(), nullptr));
+    EXPECT_EQ(s.code(), MLART_STATUS_INVALID_ARGUMENT);
+  }
+  {
+    CStatus s(mlart_executor_create(nullptr, nullptr, nullptr));
+    EXPECT_EQ(s.code(), MLART_STATUS_INVALID_ARGUMENT);
+  }
+  {
+    CStatus s(mlart_executor_run(nullptr, nullptr));
+    EXPECT_EQ(s.code(), MLART_STATUS_INVALID_ARGUMENT);
+  }
+  // Round trip through a file.
+  const std::vector<uint8_t> good = program();
+  const std::string path = ::testing::TempDir() + "mlart_capi_test.mlaa";
+  ASSERT_TRUE(writeArtifactFile(path, good).ok());
+  ASSERT_EQ(mlart_artifact_load_file(path.c_str(), &art), nullptr);
+  EXPECT_EQ(mlart_artifact_num_instructions(art), 2);
+  mlart_artifact_free(art);
+  std::remove(path.c_str());
+  mlart_artifact_free(nullptr);
+  mlart_executor_free(nullptr);
+}
+
+} // namespace
