@@ -301,7 +301,8 @@ constexpr int64_t kMaxDim = int64_t(1) << 40;
 /// Decodes the sections into an Artifact and checks the program.
 class ArtifactParser {
 public:
-  ArtifactParser(const uint8_t *data, uint64_t size) : data_(data), size_(size) {}
+  ArtifactParser(const uint8_t *data, uint64_t size)
+      : data_(data), size_(size) {}
 
   StatusOr<Artifact> parse() {
     MLART_RETURN_IF_ERROR(parseHeader());
@@ -449,7 +450,8 @@ private:
     if (c.u32() != 0)
       return invalid("meta: reserved field is not zero");
     a_.arenaBytes_ = c.i64();
-    MLART_RETURN_IF_ERROR(string(name, true, "function name", a_.functionName_));
+    MLART_RETURN_IF_ERROR(
+        string(name, true, "function name", a_.functionName_));
     if (a_.arenaBytes_ < 0 || a_.arenaBytes_ > (int64_t(1) << 50))
       return invalid("arena size " + std::to_string(a_.arenaBytes_) +
                      " is out of range");
@@ -480,7 +482,8 @@ private:
     a_.buffers_.reserve(s.count);
     for (uint32_t i = 0; i < s.count; ++i) {
       const std::string what = "buffer " + std::to_string(i);
-      Cursor c(s.payload + uint64_t(i) * mlaa::kBufferBytes, mlaa::kBufferBytes);
+      Cursor c(s.payload + uint64_t(i) * mlaa::kBufferBytes,
+               mlaa::kBufferBytes);
       BufferDecl b;
       const uint32_t name = c.u32();
       const uint8_t role = c.u8(), dtype = c.u8(), rank = c.u8(),
@@ -489,8 +492,7 @@ private:
         sz = c.i64();
       MLART_RETURN_IF_ERROR(string(name, false, what, b.name));
       if (b.name.empty() || !names.insert(b.name).second)
-        return invalid(what + ": name '" + b.name +
-                       "' is empty or not unique");
+        return invalid(what + ": name '" + b.name + "' is empty or not unique");
       if (role > uint8_t(BufferRole::StepMetadata))
         return invalid(what + " '" + b.name + "': unknown role " +
                        std::to_string(role));
@@ -502,7 +504,8 @@ private:
       b.role = BufferRole(role);
       b.dtype = DType(dtype);
       b.rank = rank;
-      MLART_RETURN_IF_ERROR(checkShape(what + " '" + b.name + "'", rank, b.sizes));
+      MLART_RETURN_IF_ERROR(
+          checkShape(what + " '" + b.name + "'", rank, b.sizes));
       int64_t bytes = int64_t(dtypeSize(b.dtype));
       for (int d = 0; d < b.rank; ++d)
         if (!mulChecked(bytes, b.sizes[d], bytes) || bytes > (int64_t(1) << 50))
@@ -559,7 +562,8 @@ private:
 
   Status parseViews() {
     const Section &s = sections_[mlaa::kSectionViews];
-    MLART_RETURN_IF_ERROR(framed(mlaa::kSectionViews, mlaa::kViewBytes, "view"));
+    MLART_RETURN_IF_ERROR(
+        framed(mlaa::kSectionViews, mlaa::kViewBytes, "view"));
     a_.views_.reserve(s.count);
     for (uint32_t i = 0; i < s.count; ++i) {
       const std::string what = "view " + std::to_string(i);
@@ -697,7 +701,8 @@ private:
       const ViewDecl &view = a_.views_[v];
       if (!(o.rankMask & (1u << view.rank)))
         return invalid(what + ": operand '" + o.name + "' has rank " +
-                       std::to_string(view.rank) + ", which the kernel does "
+                       std::to_string(view.rank) +
+                       ", which the kernel does "
                        "not accept");
       if (!(o.dtypeMask & (1u << int(view.dtype))))
         return invalid(what + ": operand '" + o.name + "' has dtype " +
@@ -816,7 +821,8 @@ StatusOr<Artifact> Artifact::loadFile(const std::string &path) {
     return dataLoss("artifact: error reading '" + path + "'");
   StatusOr<Artifact> a = load(bytes.data(), bytes.size());
   if (!a.ok())
-    return Status(a.status().code(), a.status().message() + " ('" + path + "')");
+    return Status(a.status().code(),
+                  a.status().message() + " ('" + path + "')");
   return a;
 }
 

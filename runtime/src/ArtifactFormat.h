@@ -15,12 +15,12 @@ constexpr char kMagic[4] = {'M', 'L', 'A', 'A'};
 
 // File header (32 bytes).
 constexpr uint64_t kHeaderBytes = 32;
-constexpr uint64_t kOffMagic = 0;        // 4 bytes "MLAA"
-constexpr uint64_t kOffVersion = 4;      // u32
-constexpr uint64_t kOffTotalLength = 8;  // u64, whole artifact
-constexpr uint64_t kOffChecksum = 16;    // u64, FNV-1a 64 of [24, total)
+constexpr uint64_t kOffMagic = 0;         // 4 bytes "MLAA"
+constexpr uint64_t kOffVersion = 4;       // u32
+constexpr uint64_t kOffTotalLength = 8;   // u64, whole artifact
+constexpr uint64_t kOffChecksum = 16;     // u64, FNV-1a 64 of [24, total)
 constexpr uint64_t kOffSectionCount = 24; // u32
-constexpr uint64_t kOffFlags = 28;       // u32, must be 0
+constexpr uint64_t kOffFlags = 28;        // u32, must be 0
 /// The checksum covers everything after the checksum field.
 constexpr uint64_t kChecksumStart = 24;
 
@@ -41,12 +41,17 @@ enum SectionKind : uint32_t {
 };
 
 // Record sizes of the fixed-record sections.
-constexpr uint64_t kMetaBytes = 16;        // u32 name, u32 0, i64 arena
-constexpr uint64_t kStringEntryBytes = 8;  // u32 offset, u32 length
-constexpr uint64_t kBufferBytes = 40;      // u32 name, u8 role, dtype, rank, 0, i64 sizes[4]
-constexpr uint64_t kCacheBytes = 40;       // u32 name, u8 dtype, layout, u16 0, i64 x4
-constexpr uint64_t kViewBytes = 80;        // u8 base, dtype, rank, 0, u32 index, i64 off, sizes[4], strides[4]
-constexpr uint64_t kInstructionBytes = 64; // u16 op, u16 0, u32 loc, u32 cache, i32 iattr, f32 fattr, u32 0, u32 operands[10]
+constexpr uint64_t kMetaBytes = 16;       // u32 name, u32 0, i64 arena
+constexpr uint64_t kStringEntryBytes = 8; // u32 offset, u32 length
+constexpr uint64_t kBufferBytes =
+    40; // u32 name, u8 role, dtype, rank, 0, i64 sizes[4]
+constexpr uint64_t kCacheBytes =
+    40; // u32 name, u8 dtype, layout, u16 0, i64 x4
+constexpr uint64_t kViewBytes =
+    80; // u8 base, dtype, rank, 0, u32 index, i64 off, sizes[4], strides[4]
+constexpr uint64_t kInstructionBytes =
+    64; // u16 op, u16 0, u32 loc, u32 cache, i32 iattr, f32 fattr, u32 0, u32
+        // operands[10]
 
 } // namespace mlart::mlaa
 

@@ -189,7 +189,8 @@ uint32_t ArtifactWriter::bufferView(uint32_t buffer) {
 uint32_t ArtifactWriter::arenaView(int64_t byteOffset, DType dtype,
                                    std::initializer_list<int64_t> sizes,
                                    std::initializer_list<int64_t> strides) {
-  return addView(makeView(ViewBase::Arena, 0, byteOffset, dtype, sizes, strides));
+  return addView(
+      makeView(ViewBase::Arena, 0, byteOffset, dtype, sizes, strides));
 }
 
 uint32_t ArtifactWriter::addInstruction(const Instruction &inst) {
@@ -235,10 +236,10 @@ uint32_t ArtifactWriter::ropeCacheUpdate(uint32_t cache, uint32_t kvC,
                                          RopeStyle style, uint32_t qPe,
                                          uint32_t kPeOut,
                                          const std::string &loc) {
-  return addInstruction(make(Opcode::RopeCacheUpdate,
-                             {kvC, kPe, slotMapping, positions, cosSin, qPe,
-                              kPeOut},
-                             loc, cache, 0.0f, int32_t(style)));
+  return addInstruction(
+      make(Opcode::RopeCacheUpdate,
+           {kvC, kPe, slotMapping, positions, cosSin, qPe, kPeOut}, loc, cache,
+           0.0f, int32_t(style)));
 }
 uint32_t ArtifactWriter::decodeAttention(uint32_t cache, uint32_t q,
                                          uint32_t blockTable, uint32_t seqLens,
@@ -253,10 +254,10 @@ uint32_t ArtifactWriter::prefillAttention(
     uint32_t q, uint32_t k, uint32_t v, uint32_t queryStartLoc, uint32_t out,
     float softmaxScale, uint32_t lse, uint32_t cache, uint32_t blockTable,
     uint32_t contextLens, uint32_t wUK, uint32_t wUV, const std::string &loc) {
-  return addInstruction(make(Opcode::PrefillAttention,
-                             {q, k, v, queryStartLoc, out, lse, blockTable,
-                              contextLens, wUK, wUV},
-                             loc, cache, softmaxScale));
+  return addInstruction(make(
+      Opcode::PrefillAttention,
+      {q, k, v, queryStartLoc, out, lse, blockTable, contextLens, wUK, wUV},
+      loc, cache, softmaxScale));
 }
 uint32_t ArtifactWriter::qAbsorb(uint32_t qNope, uint32_t wUK, uint32_t out,
                                  const std::string &loc) {
@@ -388,9 +389,8 @@ std::vector<uint8_t> ArtifactWriter::serialize() const {
 
   b.patchU64(mlaa::kOffTotalLength, uint64_t(b.size()));
   const std::vector<uint8_t> &bytes = b.view();
-  b.patchU64(mlaa::kOffChecksum,
-             fnv1a64(bytes.data() + mlaa::kChecksumStart,
-                     bytes.size() - mlaa::kChecksumStart));
+  b.patchU64(mlaa::kOffChecksum, fnv1a64(bytes.data() + mlaa::kChecksumStart,
+                                         bytes.size() - mlaa::kChecksumStart));
   return b.take();
 }
 

@@ -50,8 +50,7 @@ Status Executor::bind(const std::string &name, const TensorRef &tensor) {
   const int index = artifact_.findBuffer(name);
   if (index < 0) {
     if (artifact_.findCache(name) >= 0)
-      return invalidArgument("bind: '" + name +
-                             "' is a cache; use bindCache");
+      return invalidArgument("bind: '" + name + "' is a cache; use bindCache");
     return invalidArgument("bind: the artifact declares no buffer '" + name +
                            "'");
   }
@@ -115,8 +114,8 @@ TensorRef Executor::view(uint32_t index) const {
   if (index == kNoIndex)
     return TensorRef();
   const ViewDecl &v = artifact_.views()[index];
-  void *base = v.base == ViewBase::Arena ? arena_.data()
-                                         : bufferData_[v.baseIndex];
+  void *base =
+      v.base == ViewBase::Arena ? arena_.data() : bufferData_[v.baseIndex];
   return v.resolve(base);
 }
 
@@ -169,13 +168,12 @@ Status Executor::runInstruction(const Instruction &inst, StreamHandle stream) {
         {op(0), op(1), op(2), cache, op(3), op(4), style, op(5), op(6)},
         stream);
   case Opcode::DecodeAttention:
-    return k.decodeAttention({op(0), cache, op(1), op(2), inst.floatAttr,
-                              op(3), op(4), int(inst.intAttr)},
+    return k.decodeAttention({op(0), cache, op(1), op(2), inst.floatAttr, op(3),
+                              op(4), int(inst.intAttr)},
                              stream);
   case Opcode::PrefillAttention:
     return k.prefillAttention({op(0), op(1), op(2), op(3), inst.floatAttr,
-                               op(4), op(5), cache, op(6), op(7), op(8),
-                               op(9)},
+                               op(4), op(5), cache, op(6), op(7), op(8), op(9)},
                               stream);
   case Opcode::QAbsorb:
     return k.qAbsorb({op(0), op(1), op(2)}, stream);

@@ -1,6 +1,6 @@
 //===- ArtifactTest.cpp - MLAA writer/loader round trip and robustness ----===//
-#include "ArtifactFormat.h"
 #include "mlart/Artifact.h"
+#include "ArtifactFormat.h"
 #include "mlart/ArtifactWriter.h"
 
 #include <gtest/gtest.h>
@@ -58,8 +58,8 @@ std::vector<uint8_t> smallBytes() {
 void rechecksum(std::vector<uint8_t> &b) {
   if (b.size() < mlaa::kHeaderBytes)
     return;
-  const uint64_t h = fnv1a64(b.data() + mlaa::kChecksumStart,
-                             b.size() - mlaa::kChecksumStart);
+  const uint64_t h =
+      fnv1a64(b.data() + mlaa::kChecksumStart, b.size() - mlaa::kChecksumStart);
   for (int i = 0; i < 8; ++i)
     b[mlaa::kOffChecksum + size_t(i)] = uint8_t(h >> (8 * i));
 }
@@ -103,11 +103,14 @@ void expectInvalid(const ArtifactWriter &w, const std::string &fragment) {
 
 TEST(Artifact, RoundTripPreservesEverything) {
   ArtifactWriter w("roundtrip");
-  const uint32_t q = w.addBuffer("q", BufferRole::Input, DType::BF16, {2, 3, 24});
+  const uint32_t q =
+      w.addBuffer("q", BufferRole::Input, DType::BF16, {2, 3, 24});
   const uint32_t bt =
       w.addBuffer("bt", BufferRole::StepMetadata, DType::I32, {2, 4});
-  const uint32_t sl = w.addBuffer("sl", BufferRole::StepMetadata, DType::I32, {2});
-  const uint32_t o = w.addBuffer("o", BufferRole::Output, DType::F32, {2, 3, 16});
+  const uint32_t sl =
+      w.addBuffer("sl", BufferRole::StepMetadata, DType::I32, {2});
+  const uint32_t o =
+      w.addBuffer("o", BufferRole::Output, DType::F32, {2, 3, 16});
   KVCacheDesc desc = smallCacheDesc();
   desc.latentRank = 16;
   desc.ropeDim = 8;
@@ -200,8 +203,8 @@ TEST(Artifact, TruncationAtEveryLengthIsDataLoss) {
   for (size_t n = 0; n < b.size(); ++n) {
     std::vector<uint8_t> cut(b.begin(), b.begin() + long(n));
     Status s = loadStatus(cut);
-    ASSERT_EQ(s.code(), StatusCode::DataLoss) << "length " << n << ": "
-                                              << s.toString();
+    ASSERT_EQ(s.code(), StatusCode::DataLoss)
+        << "length " << n << ": " << s.toString();
   }
   EXPECT_EQ(Artifact::load(nullptr, 0).status().code(), StatusCode::DataLoss);
   EXPECT_FALSE(Artifact::load(nullptr, 10).ok());
@@ -231,9 +234,9 @@ TEST(Artifact, ByteChangesWithAValidChecksumNeverCrash) {
   const std::vector<uint8_t> b = smallBytes();
   int accepted = 0, rejected = 0;
   for (size_t i = 0; i < b.size(); ++i)
-    for (uint8_t v : {uint8_t(0x00), uint8_t(0x01), uint8_t(0x07),
-                      uint8_t(0x7F), uint8_t(0x80), uint8_t(0xFF),
-                      uint8_t(b[i] + 1), uint8_t(b[i] - 1)}) {
+    for (uint8_t v :
+         {uint8_t(0x00), uint8_t(0x01), uint8_t(0x07), uint8_t(0x7F),
+          uint8_t(0x80), uint8_t(0xFF), uint8_t(b[i] + 1), uint8_t(b[i] - 1)}) {
       std::vector<uint8_t> c = b;
       c[i] = v;
       rechecksum(c);
@@ -365,8 +368,8 @@ TEST(Artifact, RejectsBadSectionFraming) {
   {
     // An extension section (kind >= 0x100) is skipped.
     std::vector<uint8_t> c = b;
-    const uint8_t ext[24] = {0x00, 0x01, 0, 0, 1, 0, 0, 0, 5, 0, 0, 0,
-                             0,    0,    0, 0, 'h', 'e', 'l', 'l', 'o'};
+    const uint8_t ext[24] = {0x00, 0x01, 0, 0, 1, 0,   0,   0,   5,   0,  0,
+                             0,    0,    0, 0, 0, 'h', 'e', 'l', 'l', 'o'};
     c.insert(c.end(), ext, ext + 24);
     putU32(c, mlaa::kOffSectionCount, 7);
     const uint64_t len = c.size();
@@ -527,8 +530,8 @@ TEST(Artifact, RejectsInstructionsTheirKernelCannotRun) {
     ArtifactWriter w = base();
     Instruction inst;
     inst.opcode = Opcode::Add;
-    inst.operands = {0, 1, 6, 0, kNoIndex, kNoIndex, kNoIndex, kNoIndex,
-                     kNoIndex, kNoIndex};
+    inst.operands = {0,        1,        6,        0,        kNoIndex,
+                     kNoIndex, kNoIndex, kNoIndex, kNoIndex, kNoIndex};
     w.addInstruction(inst);
     expectInvalid(w, "operand slot 3 must be empty");
   }
@@ -562,9 +565,8 @@ TEST(Artifact, RejectsInstructionsTheirKernelCannotRun) {
   {
     ArtifactWriter w = base();
     const uint32_t q = w.arenaView(0, DType::BF16, {1, 1, 12});
-    const uint32_t qsl =
-        w.bufferView(w.addBuffer("qsl", BufferRole::StepMetadata, DType::I32,
-                                 {2}));
+    const uint32_t qsl = w.bufferView(
+        w.addBuffer("qsl", BufferRole::StepMetadata, DType::I32, {2}));
     w.prefillAttention(q, q, q, qsl, q, 1.0f, kNoIndex, 0);
     expectInvalid(w, "operand 'block_table' must be present with a cache");
   }

@@ -39,8 +39,10 @@ mlart_kv_cache_desc cDesc() {
 /// out = a + b, then the rows of out become cache rows at `slots`.
 std::vector<uint8_t> program() {
   ArtifactWriter w("capi");
-  const uint32_t a = w.addBuffer("a", BufferRole::Input, DType::F32, {kT, kRow});
-  const uint32_t b = w.addBuffer("b", BufferRole::Input, DType::F32, {kT, kRow});
+  const uint32_t a =
+      w.addBuffer("a", BufferRole::Input, DType::F32, {kT, kRow});
+  const uint32_t b =
+      w.addBuffer("b", BufferRole::Input, DType::F32, {kT, kRow});
   const uint32_t out =
       w.addBuffer("out", BufferRole::Output, DType::F32, {kT, kRow});
   const uint32_t slots =
@@ -54,7 +56,8 @@ std::vector<uint8_t> program() {
   const uint32_t cache = w.addCache("cache", d);
   const uint32_t outV = w.bufferView(out);
   w.add(w.bufferView(a), w.bufferView(b), outV, "sum");
-  const uint32_t kvC = w.bufferView(out, 0, DType::F32, {kT, kLatent}, {kRow, 1});
+  const uint32_t kvC =
+      w.bufferView(out, 0, DType::F32, {kT, kLatent}, {kRow, 1});
   const uint32_t kPe =
       w.bufferView(out, kLatent * 4, DType::F32, {kT, kRope}, {kRow, 1});
   w.cacheUpdate(cache, kvC, kPe, w.bufferView(slots), "write");
@@ -92,8 +95,10 @@ TEST(CApiExecutor, LoadBindRunThroughTheCHeader) {
     v = dist(rng);
   std::vector<int64_t> slots = {5, -1, 2};
   const int64_t sizes[2] = {kT, kRow}, slotSizes[1] = {kT};
-  mlart_tensor ta = mlart_tensor_contiguous(a.data(), MLART_DTYPE_F32, 2, sizes);
-  mlart_tensor tb = mlart_tensor_contiguous(b.data(), MLART_DTYPE_F32, 2, sizes);
+  mlart_tensor ta =
+      mlart_tensor_contiguous(a.data(), MLART_DTYPE_F32, 2, sizes);
+  mlart_tensor tb =
+      mlart_tensor_contiguous(b.data(), MLART_DTYPE_F32, 2, sizes);
   mlart_tensor to =
       mlart_tensor_contiguous(out.data(), MLART_DTYPE_F32, 2, sizes);
   mlart_tensor ts =
@@ -130,7 +135,8 @@ TEST(CApiExecutor, LoadBindRunThroughTheCHeader) {
   std::vector<std::string> log;
   ASSERT_EQ(mlart_executor_set_timing_callback(exec, onTiming, &log), nullptr);
   ASSERT_EQ(mlart_executor_run(exec, nullptr), nullptr);
-  EXPECT_EQ(log, (std::vector<std::string>{"0:add:sum", "1:cache_update:write"}));
+  EXPECT_EQ(log,
+            (std::vector<std::string>{"0:add:sum", "1:cache_update:write"}));
 
   // The same sum through the direct kernel entry point.
   mlart_tensor te =
@@ -139,11 +145,13 @@ TEST(CApiExecutor, LoadBindRunThroughTheCHeader) {
   ASSERT_EQ(mlart_add(dev, &add, nullptr), nullptr);
   EXPECT_EQ(0, std::memcmp(out.data(), expected.data(), out.size() * 4));
   std::vector<float> row(kRow);
-  ASSERT_EQ(mlart_kv_cache_read_bytes(cache, 5 * kRow * 4, row.data(), kRow * 4),
-            nullptr);
+  ASSERT_EQ(
+      mlart_kv_cache_read_bytes(cache, 5 * kRow * 4, row.data(), kRow * 4),
+      nullptr);
   EXPECT_EQ(0, std::memcmp(row.data(), &out[0], kRow * 4));
-  ASSERT_EQ(mlart_kv_cache_read_bytes(cache, 2 * kRow * 4, row.data(), kRow * 4),
-            nullptr);
+  ASSERT_EQ(
+      mlart_kv_cache_read_bytes(cache, 2 * kRow * 4, row.data(), kRow * 4),
+      nullptr);
   EXPECT_EQ(0, std::memcmp(row.data(), &out[2 * kRow], kRow * 4));
 
   // A kernel error names the instruction.

@@ -5,9 +5,9 @@
 // with the same kernels called directly.
 //
 //===----------------------------------------------------------------------===//
+#include "mlart/Executor.h"
 #include "TestUtil.h"
 #include "mlart/ArtifactWriter.h"
-#include "mlart/Executor.h"
 
 #include <gtest/gtest.h>
 
@@ -58,8 +58,10 @@ ArtifactWriter decodeLayer(bool useQConcat, Arena &ar) {
   ArtifactWriter w("decode_layer");
   const uint32_t hidden =
       w.addBuffer("hidden", BufferRole::Input, DType::BF16, {T, D});
-  const uint32_t out = w.addBuffer("out", BufferRole::Output, DType::BF16, {T, D});
-  const uint32_t wNorm = w.addBuffer("w_norm", BufferRole::Weight, DType::BF16, {D});
+  const uint32_t out =
+      w.addBuffer("out", BufferRole::Output, DType::BF16, {T, D});
+  const uint32_t wNorm =
+      w.addBuffer("w_norm", BufferRole::Weight, DType::BF16, {D});
   const uint32_t wQ =
       w.addBuffer("w_q", BufferRole::Weight, DType::BF16, {H * QK, D});
   const uint32_t wKva =
@@ -99,8 +101,8 @@ ArtifactWriter decodeLayer(bool useQConcat, Arena &ar) {
   const uint32_t qp = w.arenaView(ar.qp, DType::BF16, {T, H * QK});
   const uint32_t qNope =
       w.arenaView(ar.qp, DType::BF16, {T, H, NOPE}, {H * QK, QK, 1});
-  const uint32_t qPe = w.arenaView(ar.qp + NOPE * 2, DType::BF16, {T, H, ROPE},
-                                   {H * QK, QK, 1});
+  const uint32_t qPe =
+      w.arenaView(ar.qp + NOPE * 2, DType::BF16, {T, H, ROPE}, {H * QK, QK, 1});
   const uint32_t kv = w.arenaView(ar.kv, DType::BF16, {T, ROW});
   const uint32_t kvC = w.arenaView(ar.kv, DType::BF16, {T, LATENT}, {ROW, 1});
   const uint32_t kPe =
@@ -149,15 +151,15 @@ struct LayerData {
   HostTensor wKva{DType::BF16, {ROW, D}}, wKvNorm{DType::BF16, {LATENT}};
   HostTensor wUK{DType::BF16, {H, NOPE, LATENT}};
   HostTensor wUV{DType::BF16, {H, LATENT, VDIM}};
-  HostTensor wO{DType::BF16, {D, H * VDIM}};
+  HostTensor wO{DType::BF16, {D, H *VDIM}};
   HostTensor cosSin;
   HostTensor positions{DType::I64, {T}}, slots{DType::I64, {T}};
   HostTensor blockTable{DType::I32, {T, MAX_BLOCKS}}, seqLens{DType::I32, {T}};
   std::vector<int64_t> contextLens = {5, 9};
 
   explicit LayerData(std::mt19937 &rng) {
-    for (HostTensor *t : {&hidden, &wNorm, &wQ, &wKva, &wKvNorm, &wUK, &wUV,
-                          &wO})
+    for (HostTensor *t :
+         {&hidden, &wNorm, &wQ, &wKva, &wKvNorm, &wUK, &wUV, &wO})
       test::fillRandom(*t, rng, 0.5f);
     cosSin = test::cosSinTable(MAX_POS, ROPE, 10000.0);
     const int32_t table[T][MAX_BLOCKS] = {{1, 2, 0, 0}, {3, 4, 5, 0}};
@@ -181,13 +183,20 @@ struct LayerData {
 
   Status bindAll(Executor &e) {
     const std::pair<const char *, HostTensor *> all[] = {
-        {"hidden", &hidden},         {"out", &out},
-        {"w_norm", &wNorm},          {"w_q", &wQ},
-        {"w_kv_a", &wKva},           {"w_kv_norm", &wKvNorm},
-        {"w_uk", &wUK},              {"w_uv", &wUV},
-        {"w_o", &wO},                {"cos_sin", &cosSin},
-        {"positions", &positions},   {"slot_mapping", &slots},
-        {"block_table", &blockTable}, {"seq_lens", &seqLens}};
+        {"hidden", &hidden},
+        {"out", &out},
+        {"w_norm", &wNorm},
+        {"w_q", &wQ},
+        {"w_kv_a", &wKva},
+        {"w_kv_norm", &wKvNorm},
+        {"w_uk", &wUK},
+        {"w_uv", &wUV},
+        {"w_o", &wO},
+        {"cos_sin", &cosSin},
+        {"positions", &positions},
+        {"slot_mapping", &slots},
+        {"block_table", &blockTable},
+        {"seq_lens", &seqLens}};
     for (const auto &[name, t] : all)
       MLART_RETURN_IF_ERROR(e.bind(name, t->ref));
     return Status::success();

@@ -155,9 +155,7 @@ public:
   const std::vector<BufferDecl> &buffers() const { return buffers_; }
   const std::vector<CacheDecl> &caches() const { return caches_; }
   const std::vector<ViewDecl> &views() const { return views_; }
-  const std::vector<Instruction> &instructions() const {
-    return instructions_;
-  }
+  const std::vector<Instruction> &instructions() const { return instructions_; }
 
   /// Index of the buffer / cache called `name`, or -1.
   int findBuffer(const std::string &name) const;

@@ -6,9 +6,11 @@
 // methods. Indices returned by the add* methods are what later calls take.
 //
 //   ArtifactWriter w("decode_layer");
-//   uint32_t x = w.addBuffer("hidden", BufferRole::Input, DType::BF16, {2, 64});
+//   uint32_t x = w.addBuffer("hidden", BufferRole::Input, DType::BF16,
+//                            {2, 64});
 //   uint32_t xv = w.bufferView(x);
-//   uint32_t tmp = w.arenaView(w.allocateArena(2 * 64 * 2), DType::BF16, {2, 64});
+//   int64_t off = w.allocateArena(2 * 64 * 2);
+//   uint32_t tmp = w.arenaView(off, DType::BF16, {2, 64});
 //   w.rmsNorm(xv, weightView, tmp, 1e-6f, "layer0.norm");
 //   StatusOr<std::vector<uint8_t>> bytes = w.finish();
 //
@@ -76,14 +78,12 @@ public:
                            const std::string &loc = {});
   /// Without cached context pass cache = kNoIndex and leave the last four
   /// operands absent.
-  uint32_t prefillAttention(uint32_t q, uint32_t k, uint32_t v,
-                            uint32_t queryStartLoc, uint32_t out,
-                            float softmaxScale, uint32_t lse = kNoIndex,
-                            uint32_t cache = kNoIndex,
-                            uint32_t blockTable = kNoIndex,
-                            uint32_t contextLens = kNoIndex,
-                            uint32_t wUK = kNoIndex, uint32_t wUV = kNoIndex,
-                            const std::string &loc = {});
+  uint32_t
+  prefillAttention(uint32_t q, uint32_t k, uint32_t v, uint32_t queryStartLoc,
+                   uint32_t out, float softmaxScale, uint32_t lse = kNoIndex,
+                   uint32_t cache = kNoIndex, uint32_t blockTable = kNoIndex,
+                   uint32_t contextLens = kNoIndex, uint32_t wUK = kNoIndex,
+                   uint32_t wUV = kNoIndex, const std::string &loc = {});
   uint32_t qAbsorb(uint32_t qNope, uint32_t wUK, uint32_t out,
                    const std::string &loc = {});
   uint32_t vUp(uint32_t oLatent, uint32_t wUV, uint32_t out,
