@@ -548,7 +548,12 @@ private:
       if (d.numBlocks > kMaxDim || d.blockSize > kMaxDim ||
           d.latentRank > kMaxDim || d.ropeDim > kMaxDim)
         return invalid(what + " '" + cd.name + "': dimensions out of range");
-      Status valid = d.validate();
+      // num_blocks 0 declares a cache whose block count is fixed by the
+      // cache bound at run time (the compiler's `?`); validate the rest.
+      KVCacheDesc check = d;
+      if (check.numBlocks == 0)
+        check.numBlocks = 1;
+      Status valid = check.validate();
       if (!valid.ok())
         return invalid(what + " '" + cd.name + "': " + valid.message());
       int64_t slots, total;
@@ -776,6 +781,10 @@ private:
       if (inst.intAttr < 0)
         return invalid(what + ": numSplits " + std::to_string(inst.intAttr) +
                        " is negative");
+    } else if (inst.opcode == Opcode::PrefillAttention) {
+      if (inst.intAttr != 0 && inst.intAttr != 1)
+        return invalid(what + ": length mode " +
+                       std::to_string(inst.intAttr) + " is not 0 or 1");
     } else if (inst.intAttr != 0) {
       return invalid(what + ": unused integer attribute is not zero");
     }

@@ -259,6 +259,17 @@ uint32_t ArtifactWriter::prefillAttention(
       {q, k, v, queryStartLoc, out, lse, blockTable, contextLens, wUK, wUV},
       loc, cache, softmaxScale));
 }
+uint32_t ArtifactWriter::prefillAttentionTotalLens(
+    uint32_t q, uint32_t k, uint32_t v, uint32_t queryStartLoc, uint32_t out,
+    float softmaxScale, uint32_t lse, uint32_t cache, uint32_t blockTable,
+    uint32_t seqLens, uint32_t wUK, uint32_t wUV, const std::string &loc) {
+  Instruction inst = make(Opcode::PrefillAttention,
+                          {q, k, v, queryStartLoc, out, lse, blockTable,
+                           seqLens, wUK, wUV},
+                          loc, cache, softmaxScale);
+  inst.intAttr = 1;
+  return addInstruction(inst);
+}
 uint32_t ArtifactWriter::qAbsorb(uint32_t qNope, uint32_t wUK, uint32_t out,
                                  const std::string &loc) {
   return addInstruction(make(Opcode::QAbsorb, {qNope, wUK, out}, loc));

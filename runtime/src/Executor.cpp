@@ -15,8 +15,11 @@ std::string shapeString(DType dtype, int rank, const int64_t *sizes) {
   return s + "] " + dtypeName(dtype);
 }
 
-bool sameDesc(const KVCacheDesc &a, const KVCacheDesc &b) {
-  return a.numBlocks == b.numBlocks && a.blockSize == b.blockSize &&
+/// `decl` is the artifact's; its num_blocks 0 accepts any block count.
+bool sameDesc(const KVCacheDesc &decl, const KVCacheDesc &b) {
+  const KVCacheDesc &a = decl;
+  return (a.numBlocks == 0 || a.numBlocks == b.numBlocks) &&
+         a.blockSize == b.blockSize &&
          a.latentRank == b.latentRank && a.ropeDim == b.ropeDim &&
          a.dtype == b.dtype && a.layout == b.layout;
 }
@@ -172,8 +175,11 @@ Status Executor::runInstruction(const Instruction &inst, StreamHandle stream) {
                               op(4), int(inst.intAttr)},
                              stream);
   case Opcode::PrefillAttention:
+    // intAttr 1: the lengths operand holds total lengths (see
+    // ArtifactWriter::prefillAttentionTotalLens).
     return k.prefillAttention({op(0), op(1), op(2), op(3), inst.floatAttr,
-                               op(4), op(5), cache, op(6), op(7), op(8), op(9)},
+                               op(4), op(5), cache, op(6), op(7), op(8),
+                               op(9), inst.intAttr == 1},
                               stream);
   case Opcode::QAbsorb:
     return k.qAbsorb({op(0), op(1), op(2)}, stream);

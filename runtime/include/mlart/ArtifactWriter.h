@@ -78,12 +78,23 @@ public:
                            const std::string &loc = {});
   /// Without cached context pass cache = kNoIndex and leave the last four
   /// operands absent.
-  uint32_t
-  prefillAttention(uint32_t q, uint32_t k, uint32_t v, uint32_t queryStartLoc,
-                   uint32_t out, float softmaxScale, uint32_t lse = kNoIndex,
-                   uint32_t cache = kNoIndex, uint32_t blockTable = kNoIndex,
-                   uint32_t contextLens = kNoIndex, uint32_t wUK = kNoIndex,
-                   uint32_t wUV = kNoIndex, const std::string &loc = {});
+  uint32_t prefillAttention(uint32_t q, uint32_t k, uint32_t v,
+                            uint32_t queryStartLoc, uint32_t out,
+                            float softmaxScale, uint32_t lse = kNoIndex,
+                            uint32_t cache = kNoIndex,
+                            uint32_t blockTable = kNoIndex,
+                            uint32_t contextLens = kNoIndex,
+                            uint32_t wUK = kNoIndex, uint32_t wUV = kNoIndex,
+                            const std::string &loc = {});
+  /// Like prefillAttention, but `seqLens` holds each request's total length
+  /// after the step (context + new tokens), as the compiler's IR does; the
+  /// executor passes it with PrefillAttentionArgs::lensIncludeNewTokens.
+  uint32_t prefillAttentionTotalLens(uint32_t q, uint32_t k, uint32_t v,
+                                     uint32_t queryStartLoc, uint32_t out,
+                                     float softmaxScale, uint32_t lse,
+                                     uint32_t cache, uint32_t blockTable,
+                                     uint32_t seqLens, uint32_t wUK,
+                                     uint32_t wUV, const std::string &loc = {});
   uint32_t qAbsorb(uint32_t qNope, uint32_t wUK, uint32_t out,
                    const std::string &loc = {});
   uint32_t vUp(uint32_t oLatent, uint32_t wUV, uint32_t out,

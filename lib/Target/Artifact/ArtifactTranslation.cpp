@@ -1,0 +1,841 @@
+//===- ArtifactTranslation.cpp - mla IR to a runtime step artifact --------===//
+//
+// The lowering is a small destination-passing bufferization specialised to
+// what a step contains:
+//  - function arguments become named buffers and caches;
+//  - tensor.extract_slice / expand_shape / collapse_shape become views of
+//    their source (no copy) whenever strides can express them;
+//  - every other result gets a fresh arena allocation, or the output buffer
+//    directly when it is only returned;
+//  - each op becomes one or a few kernel instructions;
+//  - arena allocations are then placed by liveness (ArenaPlanner), so the
+//    arena does not grow with the number of layers.
+//
+//===----------------------------------------------------------------------===//
+#include "mla/Target/ArtifactTranslation.h"
+
+#include "mla/IR/MLADialect.h"
+#include "mla/IR/MLAOps.h"
+#include "mla/InitAll.h"
+#include "mla/Target/ArenaPlanner.h"
+
+#include "mlart/ArtifactWriter.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/Tools/mlir-translate/Translation.h"
+#include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/Path.h"
+
+#include <functional>
+
+using namespace mlir;
+using namespace mlir::mla;
+
+namespace {
+
+constexpr unsigned kAbsent = ~0u;
+
+std::optional<mlart::DType> toDType(Type type) {
+  if (type.isBF16())
+    return mlart::DType::BF16;
+  if (type.isF16())
+    return mlart::DType::F16;
+  if (type.isF32())
+    return mlart::DType::F32;
+  if (type.isF64())
+    return mlart::DType::F64;
+  if (isa<Float8E4M3FNType>(type))
+    return mlart::DType::F8E4M3FN;
+  if (type.isSignlessInteger(32))
+    return mlart::DType::I32;
+  if (type.isSignlessInteger(64))
+    return mlart::DType::I64;
+  return std::nullopt;
+}
+
+mlart::CacheLayout toLayout(CacheLayout layout) {
+  switch (layout) {
+  case CacheLayout::plain:
+    return mlart::CacheLayout::Plain;
+  case CacheLayout::per_tensor:
+    return mlart::CacheLayout::Fp8PerTensor;
+  case CacheLayout::fp8_ds_mla:
+    return mlart::CacheLayout::Fp8DsMla;
+  }
+  llvm_unreachable("unknown layout");
+}
+
+void setRowMajor(mlart::ViewDecl &view, ArrayRef<int64_t> sizes) {
+  view.rank = int(sizes.size());
+  int64_t stride = 1;
+  for (int d = view.rank - 1; d >= 0; --d) {
+    view.sizes[d] = sizes[d];
+    view.strides[d] = stride;
+    stride *= sizes[d];
+  }
+}
+
+/// A view whose arena offset is known only after planning.
+struct PendingView {
+  mlart::ViewDecl decl;
+  /// Arena allocation the view lies in (offset relative to it), or -1 for a
+  /// view of an argument buffer.
+  int allocId = -1;
+};
+
+/// An instruction waiting for its final view indices.
+struct PendingInst {
+  SmallVector<unsigned> views; ///< pending view ids, kAbsent if absent
+  std::function<void(ArrayRef<uint32_t>)> emit;
+};
+
+class Translator {
+public:
+  explicit Translator(func::FuncOp func)
+      : func(func), writer(func.getSymName().str()) {}
+
+  FailureOr<std::vector<uint8_t>> run();
+
+private:
+  LogicalResult declareArguments();
+  LogicalResult declareResults();
+  LogicalResult translate(Operation *op);
+  LogicalResult translateView(Operation *op);
+
+  // Views.
+  unsigned addView(PendingView view) {
+    // Dimensions past the rank are zero in the format.
+    for (int d = view.decl.rank; d < mlart::kMaxRank; ++d)
+      view.decl.sizes[d] = view.decl.strides[d] = 0;
+    views.push_back(view);
+    return unsigned(views.size() - 1);
+  }
+  unsigned newAllocation(RankedTensorType type, mlart::DType dtype);
+  FailureOr<unsigned> resultView(Value result);
+  FailureOr<unsigned> viewOf(Operation *user, Value value);
+  unsigned subview(unsigned base, ArrayRef<int64_t> offsets,
+                   ArrayRef<int64_t> sizes, ArrayRef<int64_t> steps);
+  unsigned broadcastRows(unsigned base, int64_t heads);
+
+  void addInst(SmallVector<unsigned> operands,
+               std::function<void(ArrayRef<uint32_t>)> emit) {
+    insts.push_back({std::move(operands), std::move(emit)});
+  }
+  std::string location(Operation *op) const;
+  FailureOr<mlart::DType> dtypeOf(Operation *op, Type type);
+  FailureOr<uint32_t> cacheOf(Operation *op, Value cache);
+
+  func::FuncOp func;
+  mlart::ArtifactWriter writer;
+  DenseMap<Value, unsigned> valueViews;
+  DenseMap<Value, uint32_t> caches;
+  DenseMap<Value, unsigned> outputViews; ///< results written in place
+  SmallVector<unsigned> resultViews;     ///< output buffer view per result
+  std::vector<PendingView> views;
+  std::vector<PendingInst> insts;
+  std::vector<int64_t> allocBytes;
+};
+
+std::string Translator::location(Operation *op) const {
+  std::string text = op->getName().getStringRef().str();
+  if (auto loc = dyn_cast<FileLineColLoc>(op->getLoc()))
+    text += " (" + llvm::sys::path::filename(loc.getFilename().getValue()).str() +
+            ":" + std::to_string(loc.getLine()) + ")";
+  return text;
+}
+
+FailureOr<mlart::DType> Translator::dtypeOf(Operation *op, Type type) {
+  Type element = type;
+  if (auto shaped = dyn_cast<ShapedType>(type))
+    element = shaped.getElementType();
+  if (std::optional<mlart::DType> dtype = toDType(element))
+    return *dtype;
+  return op->emitError() << "element type " << element
+                         << " has no runtime equivalent";
+}
+
+unsigned Translator::newAllocation(RankedTensorType type, mlart::DType dtype) {
+  PendingView view;
+  view.decl.base = mlart::ViewBase::Arena;
+  view.decl.dtype = dtype;
+  setRowMajor(view.decl, type.getShape());
+  view.allocId = int(allocBytes.size());
+  allocBytes.push_back(type.getNumElements() *
+                       int64_t(mlart::dtypeSize(dtype)));
+  return addView(view);
+}
+
+FailureOr<unsigned> Translator::resultView(Value result) {
+  auto it = outputViews.find(result);
+  unsigned id;
+  if (it != outputViews.end()) {
+    id = it->second;
+  } else {
+    auto type = cast<RankedTensorType>(result.getType());
+    FailureOr<mlart::DType> dtype = dtypeOf(result.getDefiningOp(), type);
+    if (failed(dtype))
+      return failure();
+    id = newAllocation(type, *dtype);
+  }
+  valueViews[result] = id;
+  return id;
+}
+
+FailureOr<unsigned> Translator::viewOf(Operation *user, Value value) {
+  auto it = valueViews.find(value);
+  if (it == valueViews.end())
+    return user->emitError() << "operand has no runtime buffer (produced by an "
+                                "unsupported op?)";
+  return it->second;
+}
+
+unsigned Translator::subview(unsigned base, ArrayRef<int64_t> offsets,
+                             ArrayRef<int64_t> sizes, ArrayRef<int64_t> steps) {
+  PendingView view = views[base];
+  int64_t elementBytes = int64_t(mlart::dtypeSize(view.decl.dtype));
+  for (size_t d = 0; d < offsets.size(); ++d) {
+    view.decl.byteOffset += offsets[d] * view.decl.strides[d] * elementBytes;
+    view.decl.sizes[d] = sizes[d];
+    view.decl.strides[d] *= steps[d];
+  }
+  return addView(view);
+}
+
+/// [T, X] -> [T, heads, X] with stride 0 over heads (a broadcast read).
+unsigned Translator::broadcastRows(unsigned base, int64_t heads) {
+  PendingView view = views[base];
+  view.decl.rank = 3;
+  view.decl.sizes[2] = view.decl.sizes[1];
+  view.decl.strides[2] = view.decl.strides[1];
+  view.decl.sizes[1] = heads;
+  view.decl.strides[1] = 0;
+  return addView(view);
+}
+
+FailureOr<uint32_t> Translator::cacheOf(Operation *op, Value cache) {
+  auto it = caches.find(cache);
+  if (it == caches.end())
+    return op->emitError() << "the cache must be a function argument";
+  if (cast<KVCacheType>(cache.getType()).needsScaleOperand())
+    return op->emitError() << "per-tensor fp8 caches are not supported by "
+                              "the artifact lowering yet";
+  return it->second;
+}
+
+LogicalResult Translator::declareArguments() {
+  for (BlockArgument arg : func.getArguments()) {
+    unsigned i = arg.getArgNumber();
+    std::string name = "arg" + std::to_string(i);
+    if (auto attr = func.getArgAttrOfType<StringAttr>(
+            i, MLADialect::getNameAttrName()))
+      name = attr.getValue().str();
+    if (auto cacheType = dyn_cast<KVCacheType>(arg.getType())) {
+      mlart::KVCacheDesc desc;
+      // A dynamic block count is fixed by the cache bound at run time.
+      desc.numBlocks = cacheType.hasStaticNumBlocks() ? cacheType.getNumBlocks()
+                                                      : 0;
+      desc.blockSize = cacheType.getBlockSize();
+      desc.latentRank = cacheType.getLatentRank();
+      desc.ropeDim = cacheType.getRopeDim();
+      desc.layout = toLayout(cacheType.getLayout());
+      FailureOr<mlart::DType> dtype =
+          dtypeOf(func, cacheType.getElementType());
+      if (failed(dtype))
+        return failure();
+      desc.dtype = *dtype;
+      caches[arg] = writer.addCache(name, desc);
+      continue;
+    }
+    auto type = dyn_cast<RankedTensorType>(arg.getType());
+    if (!type || !type.hasStaticShape() || type.getRank() > mlart::kMaxRank)
+      return func.emitError() << "argument #" << i
+                              << " must be a statically shaped tensor of rank "
+                                 "<= 4 or a cache, got "
+                              << arg.getType();
+    FailureOr<mlart::DType> dtype = dtypeOf(func, type);
+    if (failed(dtype))
+      return failure();
+    mlart::BufferDecl decl;
+    decl.name = name;
+    decl.dtype = *dtype;
+    decl.rank = int(type.getRank());
+    for (int d = 0; d < decl.rank; ++d)
+      decl.sizes[d] = type.getDimSize(d);
+    bool isInteger = type.getElementType().isInteger();
+    decl.role = isInteger ? mlart::BufferRole::StepMetadata
+                : (name == "hidden_states" || (i == 0 && name == "arg0"))
+                    ? mlart::BufferRole::Input
+                    : mlart::BufferRole::Weight;
+    uint32_t buffer = writer.addBuffer(decl);
+    PendingView view;
+    view.decl.base = mlart::ViewBase::Buffer;
+    view.decl.baseIndex = buffer;
+    view.decl.dtype = *dtype;
+    setRowMajor(view.decl, type.getShape());
+    valueViews[arg] = addView(view);
+  }
+  return success();
+}
+
+LogicalResult Translator::declareResults() {
+  auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
+  for (auto [i, value] : llvm::enumerate(ret.getOperands())) {
+    auto type = dyn_cast<RankedTensorType>(value.getType());
+    if (!type || !type.hasStaticShape() || type.getRank() > mlart::kMaxRank)
+      return ret.emitError() << "result #" << i
+                             << " must be a statically shaped tensor";
+    FailureOr<mlart::DType> dtype = dtypeOf(ret, type);
+    if (failed(dtype))
+      return failure();
+    mlart::BufferDecl decl;
+    decl.name = "result" + std::to_string(i);
+    if (auto attr = func.getResultAttrOfType<StringAttr>(
+            i, MLADialect::getNameAttrName()))
+      decl.name = attr.getValue().str();
+    decl.role = mlart::BufferRole::Output;
+    decl.dtype = *dtype;
+    decl.rank = int(type.getRank());
+    for (int d = 0; d < decl.rank; ++d)
+      decl.sizes[d] = type.getDimSize(d);
+    PendingView view;
+    view.decl.base = mlart::ViewBase::Buffer;
+    view.decl.baseIndex = writer.addBuffer(decl);
+    view.decl.dtype = *dtype;
+    setRowMajor(view.decl, type.getShape());
+    unsigned id = addView(view);
+    resultViews.push_back(id);
+    // A value computed only to be returned is written in place.
+    Operation *def = value.getDefiningOp();
+    if (def && value.hasOneUse() &&
+        !isa<tensor::ExtractSliceOp, tensor::ExpandShapeOp,
+             tensor::CollapseShapeOp>(def))
+      outputViews[value] = id;
+  }
+  return success();
+}
+
+LogicalResult Translator::translateView(Operation *op) {
+  return TypeSwitch<Operation *, LogicalResult>(op)
+      .Case([&](tensor::ExtractSliceOp slice) -> LogicalResult {
+        if (!slice.getOffsets().empty() || !slice.getSizes().empty() ||
+            !slice.getStrides().empty())
+          return slice.emitError() << "only static slices are supported";
+        FailureOr<unsigned> base = viewOf(op, slice.getSource());
+        if (failed(base))
+          return failure();
+        unsigned id = subview(*base, slice.getStaticOffsets(),
+                              slice.getStaticSizes(), slice.getStaticStrides());
+        // Rank-reducing slices drop unit dimensions.
+        llvm::SmallBitVector dropped = slice.getDroppedDims();
+        if (dropped.any()) {
+          PendingView view = views[id];
+          int out = 0;
+          for (int d = 0; d < view.decl.rank; ++d) {
+            if (dropped.test(d))
+              continue;
+            view.decl.sizes[out] = view.decl.sizes[d];
+            view.decl.strides[out] = view.decl.strides[d];
+            ++out;
+          }
+          view.decl.rank = out;
+          id = addView(view);
+        }
+        valueViews[slice.getResult()] = id;
+        return success();
+      })
+      .Case([&](tensor::ExpandShapeOp expand) -> LogicalResult {
+        FailureOr<unsigned> base = viewOf(op, expand.getSrc());
+        if (failed(base))
+          return failure();
+        PendingView view = views[*base];
+        const mlart::ViewDecl src = view.decl;
+        ArrayRef<int64_t> shape = expand.getResultType().getShape();
+        view.decl.rank = int(shape.size());
+        for (auto [srcDim, group] :
+             llvm::enumerate(expand.getReassociationIndices())) {
+          int64_t stride = src.strides[srcDim];
+          for (int64_t d : llvm::reverse(group)) {
+            view.decl.sizes[d] = shape[d];
+            view.decl.strides[d] = stride;
+            stride *= shape[d];
+          }
+        }
+        valueViews[expand.getResult()] = addView(view);
+        return success();
+      })
+      .Case([&](tensor::CollapseShapeOp collapse) -> LogicalResult {
+        FailureOr<unsigned> base = viewOf(op, collapse.getSrc());
+        if (failed(base))
+          return failure();
+        PendingView view = views[*base];
+        const mlart::ViewDecl src = view.decl;
+        auto groups = collapse.getReassociationIndices();
+        view.decl.rank = int(groups.size());
+        for (auto [outDim, group] : llvm::enumerate(groups)) {
+          int64_t size = 1;
+          for (size_t k = 0; k < group.size(); ++k) {
+            int64_t d = group[k];
+            size *= src.sizes[d];
+            bool packed = k + 1 == group.size() || src.sizes[d] == 1 ||
+                          src.strides[d] ==
+                              src.strides[group[k + 1]] * src.sizes[group[k + 1]];
+            if (!packed)
+              return collapse.emitError()
+                     << "cannot collapse a strided view without a copy";
+          }
+          view.decl.sizes[outDim] = size;
+          view.decl.strides[outDim] = src.strides[group.back()];
+        }
+        valueViews[collapse.getResult()] = addView(view);
+        return success();
+      })
+      .Default([](Operation *) { return failure(); });
+}
+
+LogicalResult Translator::translate(Operation *op) {
+  if (isa<tensor::ExtractSliceOp, tensor::ExpandShapeOp,
+          tensor::CollapseShapeOp>(op))
+    return translateView(op);
+
+  std::string loc = location(op);
+  auto operands = [&](ValueRange values) -> FailureOr<SmallVector<unsigned>> {
+    SmallVector<unsigned> ids;
+    for (Value v : values) {
+      FailureOr<unsigned> id = viewOf(op, v);
+      if (failed(id))
+        return failure();
+      ids.push_back(*id);
+    }
+    return ids;
+  };
+  auto optionalView = [&](Value v) -> FailureOr<unsigned> {
+    if (!v)
+      return kAbsent;
+    return viewOf(op, v);
+  };
+  auto copy = [&](unsigned src, unsigned dst) {
+    addInst({src, dst}, [this, loc](ArrayRef<uint32_t> v) {
+      writer.copy(v[0], v[1], loc);
+    });
+  };
+
+  return TypeSwitch<Operation *, LogicalResult>(op)
+      .Case([&](RmsNormOp norm) -> LogicalResult {
+        auto in = operands({norm.getInput(), norm.getWeight()});
+        auto out = resultView(norm.getResult());
+        if (failed(in) || failed(out))
+          return failure();
+        float eps = norm.getEpsilon().convertToFloat();
+        addInst({(*in)[0], (*in)[1], *out},
+                [this, eps, loc](ArrayRef<uint32_t> v) {
+                  writer.rmsNorm(v[0], v[1], v[2], eps, loc);
+                });
+        return success();
+      })
+      .Case([&](LinearOp linear) -> LogicalResult {
+        auto in = operands({linear.getInput(), linear.getWeight()});
+        auto out = resultView(linear.getResult());
+        if (failed(in) || failed(out))
+          return failure();
+        addInst({(*in)[0], (*in)[1], *out}, [this, loc](ArrayRef<uint32_t> v) {
+          writer.linear(v[0], v[1], v[2], loc);
+        });
+        return success();
+      })
+      .Case([&](arith::AddFOp add) -> LogicalResult {
+        auto type = dyn_cast<RankedTensorType>(add.getType());
+        if (!type || type.getRank() != 2)
+          return add.emitError() << "only rank-2 tensor additions lower to "
+                                    "the runtime";
+        auto in = operands({add.getLhs(), add.getRhs()});
+        auto out = resultView(add.getResult());
+        if (failed(in) || failed(out))
+          return failure();
+        addInst({(*in)[0], (*in)[1], *out}, [this, loc](ArrayRef<uint32_t> v) {
+          writer.add(v[0], v[1], v[2], loc);
+        });
+        return success();
+      })
+      .Case([&](RopeOp rope) -> LogicalResult {
+        // The runtime rotates in place: copy, then rotate the copy.
+        auto in = operands({rope.getInput(), rope.getPositions(),
+                            rope.getCosSin()});
+        auto out = resultView(rope.getResult());
+        if (failed(in) || failed(out))
+          return failure();
+        copy((*in)[0], *out);
+        auto style = rope.getStyle() == RopeStyle::neox ? mlart::RopeStyle::NeoX
+                                                        : mlart::RopeStyle::GptJ;
+        addInst({*out, (*in)[1], (*in)[2]},
+                [this, style, loc](ArrayRef<uint32_t> v) {
+                  writer.rope(v[0], v[1], v[2], style, loc);
+                });
+        return success();
+      })
+      .Case([&](KVCacheUpdateOp update) -> LogicalResult {
+        auto cache = cacheOf(op, update.getCache());
+        auto in = operands(
+            {update.getKvC(), update.getKPe(), update.getSlotMapping()});
+        if (failed(cache) || failed(in))
+          return failure();
+        uint32_t c = *cache;
+        addInst(*in, [this, c, loc](ArrayRef<uint32_t> v) {
+          writer.cacheUpdate(c, v[0], v[1], v[2], loc);
+        });
+        return success();
+      })
+      .Case([&](RopeKVCacheUpdateOp update) -> LogicalResult {
+        auto cache = cacheOf(op, update.getCache());
+        auto in = operands({update.getKvC(), update.getKPe(),
+                            update.getSlotMapping(), update.getPositions(),
+                            update.getCosSin()});
+        if (failed(cache) || failed(in))
+          return failure();
+        // The kernel rotates k_pe and q_pe in place: rotate copies, which
+        // are the op's results when it has them.
+        auto kPeType = cast<RankedTensorType>(update.getKPe().getType());
+        unsigned kPe;
+        if (Value kOut = update.getKPeOut()) {
+          FailureOr<unsigned> id = resultView(kOut);
+          if (failed(id))
+            return failure();
+          kPe = *id;
+        } else {
+          kPe = newAllocation(kPeType, views[(*in)[1]].decl.dtype);
+        }
+        copy((*in)[1], kPe);
+        unsigned qPe = kAbsent;
+        if (Value q = update.getQPe()) {
+          auto qIn = viewOf(op, q);
+          auto qOut = resultView(update.getQPeOut());
+          if (failed(qIn) || failed(qOut))
+            return failure();
+          copy(*qIn, *qOut);
+          qPe = *qOut;
+        }
+        auto style = update.getStyle() == RopeStyle::neox
+                         ? mlart::RopeStyle::NeoX
+                         : mlart::RopeStyle::GptJ;
+        uint32_t c = *cache;
+        addInst({(*in)[0], kPe, (*in)[2], (*in)[3], (*in)[4], qPe},
+                [this, c, style, loc](ArrayRef<uint32_t> v) {
+                  writer.ropeCacheUpdate(c, v[0], v[1], v[2], v[3], v[4],
+                                         style, v[5], mlart::kNoIndex, loc);
+                });
+        return success();
+      })
+      .Case([&](DecodeAttentionOp attention) -> LogicalResult {
+        if (attention.getQScale())
+          return attention.emitError()
+                 << "a quantised query must be explicit (run mla-lift-q-prep, "
+                    "part of mla-decode-pipeline)";
+        auto cache = cacheOf(op, attention.getCache());
+        auto in = operands({attention.getQ(), attention.getBlockTable(),
+                            attention.getSeqLens()});
+        if (succeeded(in) && attention.isAbsorbing()) {
+          // Assemble the latent query here: absorb q_nope straight into the
+          // first L columns, copy q_pe into the last P.
+          auto w = viewOf(op, attention.getWUk());
+          if (failed(w))
+            return failure();
+          auto qType = cast<RankedTensorType>(attention.getQ().getType());
+          KVCacheType cacheType = attention.getCache().getType();
+          int64_t batch = qType.getDimSize(0), heads = qType.getDimSize(1);
+          int64_t latent = cacheType.getLatentRank(),
+                  rope = cacheType.getRopeDim();
+          int64_t nope = qType.getDimSize(2) - rope;
+          unsigned query = newAllocation(
+              RankedTensorType::get({batch, heads, latent + rope},
+                                    qType.getElementType()),
+              views[(*in)[0]].decl.dtype);
+          unsigned qNope =
+              subview((*in)[0], {0, 0, 0}, {batch, heads, nope}, {1, 1, 1});
+          unsigned qPe =
+              subview((*in)[0], {0, 0, nope}, {batch, heads, rope}, {1, 1, 1});
+          unsigned dstLatent =
+              subview(query, {0, 0, 0}, {batch, heads, latent}, {1, 1, 1});
+          unsigned dstPe =
+              subview(query, {0, 0, latent}, {batch, heads, rope}, {1, 1, 1});
+          addInst({qNope, *w, dstLatent}, [this, loc](ArrayRef<uint32_t> v) {
+            writer.qAbsorb(v[0], v[1], v[2], loc);
+          });
+          copy(qPe, dstPe);
+          (*in)[0] = query;
+        }
+        auto out = resultView(attention.getOut());
+        FailureOr<unsigned> lse =
+            attention.getLse() ? resultView(attention.getLse()) : kAbsent;
+        if (failed(cache) || failed(in) || failed(out) || failed(lse))
+          return failure();
+        uint32_t c = *cache;
+        float scale = attention.getSoftmaxScale().convertToFloat();
+        addInst({(*in)[0], (*in)[1], (*in)[2], *out, *lse},
+                [this, c, scale, loc](ArrayRef<uint32_t> v) {
+                  writer.decodeAttention(c, v[0], v[1], v[2], v[3], scale,
+                                         v[4], 0, loc);
+                });
+        return success();
+      })
+      .Case([&](DecodeAttentionWithUpdateOp fused) -> LogicalResult {
+        // No CPU kernel writes rows inside attention: update, then attend.
+        auto cache = cacheOf(op, fused.getCache());
+        auto in = operands({fused.getKvC(), fused.getKPe(),
+                            fused.getSlotMapping(), fused.getQ(),
+                            fused.getBlockTable(), fused.getSeqLens()});
+        auto out = resultView(fused.getOut());
+        FailureOr<unsigned> lse =
+            fused.getLse() ? resultView(fused.getLse()) : kAbsent;
+        if (failed(cache) || failed(in) || failed(out) || failed(lse))
+          return failure();
+        uint32_t c = *cache;
+        float scale = fused.getSoftmaxScale().convertToFloat();
+        addInst({(*in)[0], (*in)[1], (*in)[2]},
+                [this, c, loc](ArrayRef<uint32_t> v) {
+                  writer.cacheUpdate(c, v[0], v[1], v[2], loc);
+                });
+        addInst({(*in)[3], (*in)[4], (*in)[5], *out, *lse},
+                [this, c, scale, loc](ArrayRef<uint32_t> v) {
+                  writer.decodeAttention(c, v[0], v[1], v[2], v[3], scale,
+                                         v[4], 0, loc);
+                });
+        return success();
+      })
+      .Case([&](PrefillAttentionOp attention) -> LogicalResult {
+        auto in = operands({attention.getQ(), attention.getK(),
+                            attention.getV(), attention.getQueryStartLoc()});
+        auto out = resultView(attention.getOut());
+        FailureOr<unsigned> lse =
+            attention.getLse() ? resultView(attention.getLse()) : kAbsent;
+        if (failed(in) || failed(out) || failed(lse))
+          return failure();
+        uint32_t c = mlart::kNoIndex;
+        SmallVector<unsigned> ctx(4, kAbsent);
+        if (attention.hasContext()) {
+          auto cache = cacheOf(op, attention.getCache());
+          auto ctxViews =
+              operands({attention.getBlockTable(), attention.getSeqLens(),
+                        attention.getWUk(), attention.getWUv()});
+          if (failed(cache) || failed(ctxViews))
+            return failure();
+          c = *cache;
+          ctx = *ctxViews;
+        }
+        float scale = attention.getSoftmaxScale().convertToFloat();
+        addInst({(*in)[0], (*in)[1], (*in)[2], (*in)[3], *out, *lse, ctx[0],
+                 ctx[1], ctx[2], ctx[3]},
+                [this, c, scale, loc](ArrayRef<uint32_t> v) {
+                  writer.prefillAttentionTotalLens(v[0], v[1], v[2], v[3],
+                                                   v[4], scale, v[5], c, v[6],
+                                                   v[7], v[8], v[9], loc);
+                });
+        return success();
+      })
+      .Case([&](QAbsorbOp absorb) -> LogicalResult {
+        auto in = operands({absorb.getQNope(), absorb.getWUk()});
+        auto out = resultView(absorb.getResult());
+        if (failed(in) || failed(out))
+          return failure();
+        addInst({(*in)[0], (*in)[1], *out}, [this, loc](ArrayRef<uint32_t> v) {
+          writer.qAbsorb(v[0], v[1], v[2], loc);
+        });
+        return success();
+      })
+      .Case([&](QConcatOp concat) -> LogicalResult {
+        auto in = operands({concat.getQLatent(), concat.getQPe()});
+        auto out = resultView(concat.getResult());
+        if (failed(in) || failed(out))
+          return failure();
+        addInst({(*in)[0], (*in)[1], *out}, [this, loc](ArrayRef<uint32_t> v) {
+          writer.qConcat(v[0], v[1], v[2], loc);
+        });
+        return success();
+      })
+      .Case([&](QuantizeOp quantize) -> LogicalResult {
+        auto in = operands({quantize.getInput(), quantize.getScale()});
+        auto out = resultView(quantize.getResult());
+        if (failed(in) || failed(out))
+          return failure();
+        addInst({(*in)[0], (*in)[1], *out}, [this, loc](ArrayRef<uint32_t> v) {
+          writer.quantize(v[0], v[1], v[2], loc);
+        });
+        return success();
+      })
+      .Case([&](VUpOp vUp) -> LogicalResult {
+        auto in = operands({vUp.getOLatent(), vUp.getWUv()});
+        auto out = resultView(vUp.getResult());
+        if (failed(in) || failed(out))
+          return failure();
+        addInst({(*in)[0], (*in)[1], *out}, [this, loc](ArrayRef<uint32_t> v) {
+          writer.vUp(v[0], v[1], v[2], loc);
+        });
+        return success();
+      })
+      .Case([&](DecompressKVOp decompress) -> LogicalResult {
+        auto in = operands({decompress.getKvC(), decompress.getKPe(),
+                            decompress.getWUk(), decompress.getWUv()});
+        auto k = resultView(decompress.getK());
+        auto v = resultView(decompress.getV());
+        if (failed(in) || failed(k) || failed(v))
+          return failure();
+        auto wUkType = cast<RankedTensorType>(decompress.getWUk().getType());
+        int64_t heads = wUkType.getDimSize(0), nope = wUkType.getDimSize(1),
+                latent = wUkType.getDimSize(2);
+        int64_t tokens =
+            cast<RankedTensorType>(decompress.getKvC().getType()).getDimSize(0);
+        int64_t rope =
+            cast<RankedTensorType>(decompress.getKPe().getType()).getDimSize(1);
+        // v[t, h] = kv_c[t] @ w_uv[h]: the V up-projection of a latent
+        // broadcast over heads.
+        unsigned latents = broadcastRows((*in)[0], heads);
+        addInst({latents, (*in)[3], *v}, [this, loc](ArrayRef<uint32_t> ids) {
+          writer.vUp(ids[0], ids[1], ids[2], loc);
+        });
+        // k[t, h, :N] = kv_c[t] @ w_uk[h]^T: one projection per head.
+        for (int64_t h = 0; h < heads; ++h) {
+          unsigned weight = subview((*in)[2], {h, 0, 0}, {1, nope, latent},
+                                    {1, 1, 1});
+          PendingView w = views[weight];
+          w.decl.rank = 2;
+          w.decl.sizes[0] = nope;
+          w.decl.sizes[1] = latent;
+          w.decl.strides[0] = w.decl.strides[1];
+          w.decl.strides[1] = w.decl.strides[2];
+          weight = addView(w);
+          unsigned dst = subview(*k, {0, h, 0}, {tokens, 1, nope}, {1, 1, 1});
+          PendingView d = views[dst];
+          d.decl.rank = 2;
+          d.decl.sizes[1] = nope;
+          d.decl.strides[1] = d.decl.strides[2];
+          dst = addView(d);
+          addInst({(*in)[0], weight, dst}, [this, loc](ArrayRef<uint32_t> ids) {
+            writer.linear(ids[0], ids[1], ids[2], loc);
+          });
+        }
+        // k[t, h, N:] = k_pe[t] for every head.
+        unsigned kTail =
+            subview(*k, {0, 0, nope}, {tokens, heads, rope}, {1, 1, 1});
+        copy(broadcastRows((*in)[1], heads), kTail);
+        return success();
+      })
+      .Case([&](tensor::ConcatOp concat) -> LogicalResult {
+        auto out = resultView(concat.getResult());
+        if (failed(out))
+          return failure();
+        int64_t dim = int64_t(concat.getDim()), offset = 0;
+        auto type = concat.getResultType();
+        for (Value input : concat.getInputs()) {
+          auto src = viewOf(op, input);
+          if (failed(src))
+            return failure();
+          auto inType = cast<RankedTensorType>(input.getType());
+          SmallVector<int64_t> offsets(type.getRank(), 0);
+          offsets[dim] = offset;
+          SmallVector<int64_t> steps(type.getRank(), 1);
+          copy(*src, subview(*out, offsets, inType.getShape(), steps));
+          offset += inType.getDimSize(dim);
+        }
+        return success();
+      })
+      .Case([&](AttentionOp attention) -> LogicalResult {
+        return attention.emitError()
+               << "monolithic mla.attention must be split first (run "
+                  "mla-decode-pipeline or mla-prefill-pipeline)";
+      })
+      .Case([&](func::ReturnOp ret) -> LogicalResult {
+        for (auto [i, value] : llvm::enumerate(ret.getOperands())) {
+          if (outputViews.count(value))
+            continue;
+          auto src = viewOf(op, value);
+          if (failed(src))
+            return failure();
+          copy(*src, resultViews[i]);
+        }
+        return success();
+      })
+      .Default([&](Operation *other) -> LogicalResult {
+        return other->emitError()
+               << "'" << other->getName()
+               << "' has no lowering to the runtime's kernels";
+      });
+}
+
+FailureOr<std::vector<uint8_t>> Translator::run() {
+  if (!func.getBody().hasOneBlock())
+    return func.emitError() << "the step function must have a single block";
+  if (failed(declareArguments()) || failed(declareResults()))
+    return failure();
+  for (Operation &op : func.getBody().front())
+    if (failed(translate(&op)))
+      return failure();
+
+  // Liveness of each arena allocation over instruction indices.
+  std::vector<ArenaInterval> intervals(allocBytes.size());
+  std::vector<bool> used(allocBytes.size(), false);
+  for (size_t i = 0; i < allocBytes.size(); ++i)
+    intervals[i].bytes = allocBytes[i];
+  for (auto [index, inst] : llvm::enumerate(insts)) {
+    for (unsigned id : inst.views) {
+      if (id == kAbsent || views[id].allocId < 0)
+        continue;
+      size_t a = size_t(views[id].allocId);
+      if (!used[a]) {
+        intervals[a].firstUse = int64_t(index);
+        used[a] = true;
+      }
+      intervals[a].lastUse = int64_t(index);
+    }
+  }
+  ArenaPlan plan = planArena(intervals);
+  writer.setArenaBytes(plan.totalBytes);
+
+  // Materialise the views that instructions use, then the instructions.
+  DenseMap<unsigned, uint32_t> finalIds;
+  for (PendingInst &inst : insts) {
+    SmallVector<uint32_t> ids;
+    for (unsigned id : inst.views) {
+      if (id == kAbsent) {
+        ids.push_back(mlart::kNoIndex);
+        continue;
+      }
+      auto it = finalIds.find(id);
+      if (it == finalIds.end()) {
+        mlart::ViewDecl decl = views[id].decl;
+        if (views[id].allocId >= 0)
+          decl.byteOffset += plan.offsets[size_t(views[id].allocId)];
+        it = finalIds.insert({id, writer.addView(decl)}).first;
+      }
+      ids.push_back(it->second);
+    }
+    inst.emit(ids);
+  }
+  mlart::StatusOr<std::vector<uint8_t>> bytes = writer.finish();
+  if (!bytes.ok())
+    return func.emitError() << "internal error: the artifact does not "
+                               "validate: "
+                            << bytes.status().message();
+  return std::move(bytes).value();
+}
+
+} // namespace
+
+FailureOr<std::vector<uint8_t>>
+mlir::mla::translateToArtifact(ModuleOp module, StringRef functionName) {
+  func::FuncOp step;
+  for (auto func : module.getOps<func::FuncOp>()) {
+    if (func.isDeclaration())
+      continue;
+    if (!functionName.empty() ? func.getSymName() == functionName
+                              : func.isPublic()) {
+      if (step)
+        return module.emitError()
+               << "several public functions: name the step to translate";
+      step = func;
+    }
+  }
+  if (!step)
+    return module.emitError() << "no step function to translate";
+  return Translator(step).run();
+}

@@ -1,0 +1,94 @@
+//===- TranslationRegistration.cpp - mla-translate entry points -----------===//
+#include "mla/InitAll.h"
+#include "mla/Target/ArtifactTranslation.h"
+
+#include "mlart/Artifact.h"
+
+#include "mlir/IR/DialectRegistry.h"
+#include "mlir/Tools/mlir-translate/Translation.h"
+
+#include <sstream>
+
+using namespace mlir;
+
+namespace {
+
+void registerDialects(DialectRegistry &registry) {
+  mla::registerAllDialects(registry);
+}
+
+/// A readable listing of an artifact as the runtime loads it: what lit
+/// tests check and what a developer reads to see the lowered program.
+void printListing(const mlart::Artifact &artifact, raw_ostream &os) {
+  os << "artifact @" << artifact.functionName() << " arena "
+     << artifact.arenaBytes() << " bytes\n";
+  for (auto [i, buffer] : llvm::enumerate(artifact.buffers())) {
+    os << "buffer " << i << " \"" << buffer.name << "\" "
+       << mlart::bufferRoleName(buffer.role) << " "
+       << mlart::dtypeName(buffer.dtype) << " [";
+    for (int d = 0; d < buffer.rank; ++d)
+      os << (d ? ", " : "") << buffer.sizes[d];
+    os << "]\n";
+  }
+  for (auto [i, cache] : llvm::enumerate(artifact.caches()))
+    os << "cache " << i << " \"" << cache.name << "\" "
+       << mlart::cacheLayoutName(cache.desc.layout) << " "
+       << mlart::dtypeName(cache.desc.dtype) << " block "
+       << cache.desc.blockSize << " latent " << cache.desc.latentRank
+       << " rope " << cache.desc.ropeDim << "\n";
+  auto printView = [&](uint32_t index) {
+    const mlart::ViewDecl &view = artifact.views()[index];
+    if (view.base == mlart::ViewBase::Buffer)
+      os << "buffer" << view.baseIndex;
+    else
+      os << "arena";
+    os << "+" << view.byteOffset << "[";
+    for (int d = 0; d < view.rank; ++d)
+      os << (d ? "x" : "") << view.sizes[d];
+    os << "]";
+  };
+  for (size_t i = 0; i < artifact.instructions().size(); ++i) {
+    const mlart::Instruction &inst = artifact.instructions()[i];
+    os << i << ": " << mlart::opcodeName(inst.opcode);
+    if (inst.cache != mlart::kNoIndex)
+      os << " cache" << inst.cache;
+    for (uint32_t operand : inst.operands) {
+      if (operand == mlart::kNoIndex)
+        continue;
+      os << " ";
+      printView(operand);
+    }
+    os << "\n";
+  }
+}
+
+} // namespace
+
+void mlir::mla::registerToArtifactTranslations() {
+  TranslateFromMLIRRegistration binary(
+      "mla-to-artifact", "serialize a step function as an MLAA artifact",
+      [](ModuleOp module, raw_ostream &os) -> LogicalResult {
+        FailureOr<std::vector<uint8_t>> bytes = translateToArtifact(module);
+        if (failed(bytes))
+          return failure();
+        os.write(reinterpret_cast<const char *>(bytes->data()), bytes->size());
+        return success();
+      },
+      registerDialects);
+  TranslateFromMLIRRegistration listing(
+      "mla-to-artifact-listing",
+      "serialize a step function, load it back and print it as text",
+      [](ModuleOp module, raw_ostream &os) -> LogicalResult {
+        FailureOr<std::vector<uint8_t>> bytes = translateToArtifact(module);
+        if (failed(bytes))
+          return failure();
+        mlart::StatusOr<mlart::Artifact> artifact =
+            mlart::Artifact::load(bytes->data(), bytes->size());
+        if (!artifact.ok())
+          return module.emitError() << "the artifact does not load: "
+                                    << artifact.status().toString();
+        printListing(artifact.value(), os);
+        return success();
+      },
+      registerDialects);
+}

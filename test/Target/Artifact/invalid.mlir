@@ -1,0 +1,45 @@
+// What the artifact lowering refuses, with a located error.
+//
+// RUN: mla-translate %s -split-input-file -verify-diagnostics --mla-to-artifact -o /dev/null
+
+func.func @monolithic(%q: tensor<2x16x192xbf16>, %c: tensor<2x512xbf16>, %p: tensor<2x64xbf16>, %s: tensor<2xi64>,
+                      %cache: !mla.kv_cache<?x16xbf16>, %bt: tensor<2x4xi32>, %sl: tensor<2xi32>,
+                      %wk: tensor<16x128x512xbf16>, %wv: tensor<16x512x128xbf16>) -> tensor<2x16x128xbf16> {
+  // expected-error @+1 {{monolithic mla.attention must be split first (run mla-decode-pipeline or mla-prefill-pipeline)}}
+  %o = mla.attention decode %q, %c, %p, %s into %cache[%bt, %sl] weights(%wk, %wv) softmax_scale = 0.1
+      : tensor<2x16x192xbf16>, tensor<2x512xbf16>, tensor<2x64xbf16>, tensor<2xi64> into !mla.kv_cache<?x16xbf16>,
+        tensor<2x4xi32>, tensor<2xi32>, tensor<16x128x512xbf16>, tensor<16x512x128xbf16> -> tensor<2x16x128xbf16>
+  return %o : tensor<2x16x128xbf16>
+}
+
+// -----
+
+// expected-error @+1 {{argument #0 must be a statically shaped tensor of rank <= 4 or a cache, got 'tensor<?x32xf32>'}}
+func.func @dynamic(%x: tensor<?x32xf32>, %w: tensor<32xf32>) -> tensor<?x32xf32> {
+  %a = mla.rms_norm %x, %w : tensor<?x32xf32>, tensor<32xf32>
+  return %a : tensor<?x32xf32>
+}
+
+// -----
+
+func.func @unsupported(%x: tensor<2x32xf32>) -> tensor<2x32xf32> {
+  // expected-error @+1 {{'arith.mulf' has no lowering to the runtime's kernels}}
+  %a = arith.mulf %x, %x : tensor<2x32xf32>
+  return %a : tensor<2x32xf32>
+}
+
+// -----
+
+func.func @fp8_per_tensor(%c: tensor<2x512xbf16>, %p: tensor<2x64xbf16>, %s: tensor<2xi64>,
+                          %cache: !mla.kv_cache<?x16xf8E4M3FN, per_tensor>, %sc: tensor<f32>) {
+  // expected-error @+1 {{per-tensor fp8 caches are not supported by the artifact lowering yet}}
+  mla.kv_cache_update %c, %p, %s into %cache scale %sc : tensor<2x512xbf16>, tensor<2x64xbf16>, tensor<2xi64> into !mla.kv_cache<?x16xf8E4M3FN, per_tensor>
+  return
+}
+
+// -----
+
+// expected-error @+1 {{no step function to translate}}
+module {
+  func.func private @only_a_declaration(tensor<2xf32>)
+}

@@ -1,0 +1,564 @@
+//===- mla-run.cpp - Run a compiled step artifact, check it, time it ------===//
+//
+// Loads an MLAA artifact, makes a serving-like situation for it (requests
+// with earlier context in a paged cache managed by the block manager, random
+// weights and activations from a seed), runs one or more steps and prints a
+// per-op time table. With --reference it runs a second artifact (e.g. the
+// same model compiled without the optimizing passes) on identical inputs and
+// copies of the caches and reports the largest relative output error and any
+// cache difference; a mismatch makes the exit code non-zero.
+//
+// The runtime alone: no MLIR here.
+//
+//===----------------------------------------------------------------------===//
+#include "mlart/Artifact.h"
+#include "mlart/BlockManager.h"
+#include "mlart/Device.h"
+#include "mlart/Executor.h"
+#include "mlart/KVCache.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+using namespace mlart;
+
+namespace {
+
+struct Options {
+  std::string artifact;
+  std::string reference;
+  std::string device = "cpu";
+  uint64_t seed = 0;
+  int steps = 2;
+  int64_t context = 40;
+  double tolerance = 2e-2;
+  bool json = false;
+};
+
+int usage() {
+  std::fprintf(stderr,
+               "usage: mla-run ARTIFACT [--reference ARTIFACT] [--seed N] "
+               "[--steps N] [--context N] [--tolerance X] [--device cpu] "
+               "[--json]\n");
+  return 2;
+}
+
+bool parseOptions(int argc, char **argv, Options &o) {
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto next = [&]() -> const char * {
+      return i + 1 < argc ? argv[++i] : nullptr;
+    };
+    const char *v = nullptr;
+    if (a == "--json")
+      o.json = true;
+    else if (a == "--reference" && (v = next()))
+      o.reference = v;
+    else if (a == "--device" && (v = next()))
+      o.device = v;
+    else if (a == "--seed" && (v = next()))
+      o.seed = std::strtoull(v, nullptr, 10);
+    else if (a == "--steps" && (v = next()))
+      o.steps = std::atoi(v);
+    else if (a == "--context" && (v = next()))
+      o.context = std::atoll(v);
+    else if (a == "--tolerance" && (v = next()))
+      o.tolerance = std::atof(v);
+    else if (!a.empty() && a[0] != '-' && o.artifact.empty())
+      o.artifact = a;
+    else
+      return false;
+  }
+  return !o.artifact.empty() && o.steps > 0 && o.context >= 0;
+}
+
+int fail(const std::string &what, const Status &status) {
+  std::fprintf(stderr, "mla-run: %s: %s\n", what.c_str(),
+               status.toString().c_str());
+  return 1;
+}
+
+/// One device allocation holding a host-initialised tensor.
+struct DeviceTensor {
+  BufferDecl decl;
+  Buffer buffer;
+  std::vector<uint8_t> host;
+
+  TensorRef ref() const {
+    TensorRef t;
+    t.data = buffer.data();
+    t.dtype = decl.dtype;
+    t.rank = decl.rank;
+    int64_t stride = 1;
+    for (int d = decl.rank - 1; d >= 0; --d) {
+      t.sizes[d] = decl.sizes[d];
+      t.strides[d] = stride;
+      stride *= decl.sizes[d];
+    }
+    return t;
+  }
+};
+
+/// The serving situation one artifact runs in.
+class Harness {
+public:
+  Harness(Device &device, const Options &options)
+      : device_(device), options_(options), rng_(options.seed) {}
+
+  Status setUp(const Artifact &artifact);
+  /// Fills step metadata and activations for step `step`.
+  Status prepareStep(int step);
+  Status finishStep();
+  /// Binds everything to `executor` using `caches`.
+  Status bind(Executor &executor, std::vector<KVCache> &caches);
+  /// Fresh caches with the same bytes as the harness's initial caches.
+  StatusOr<std::vector<KVCache>> cloneCaches() const;
+
+  std::vector<KVCache> &caches() { return caches_; }
+  std::map<std::string, DeviceTensor> &tensors() { return tensors_; }
+
+private:
+  void fillRandom(DeviceTensor &t, float scale, float mean = 0.0f);
+  Status upload(DeviceTensor &t) {
+    return device_.copyHostToDevice(t.buffer.data(), t.host.data(),
+                                    t.host.size());
+  }
+  template <typename T> T *hostAs(const std::string &name) {
+    return reinterpret_cast<T *>(tensors_.at(name).host.data());
+  }
+  bool has(const std::string &name) const { return tensors_.count(name); }
+
+  Device &device_;
+  const Options &options_;
+  std::mt19937_64 rng_;
+  const Artifact *artifact_ = nullptr;
+  std::map<std::string, DeviceTensor> tensors_;
+  std::vector<KVCache> caches_;
+  std::unique_ptr<BlockManager> blocks_;
+  int64_t requests_ = 0, tokens_ = 0, maxBlocks_ = 0;
+  bool prefill_ = false;
+};
+
+void Harness::fillRandom(DeviceTensor &t, float scale, float mean) {
+  // Uniform on [-sqrt(3), sqrt(3)] (unit variance) from splitmix64: a whole
+  // model's weights are hundreds of millions of values, and this is ~30x
+  // faster than std::normal_distribution.
+  uint64_t state = rng_();
+  const float unit = std::sqrt(3.0f) / float(1u << 23);
+  int64_t n = t.decl.numElements();
+  for (int64_t i = 0; i < n; ++i) {
+    uint64_t z = (state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    z ^= z >> 31;
+    float u = float(int32_t(z >> 40) - (1 << 23)) * unit;
+    storeFromFloat(t.host.data(), t.decl.dtype, size_t(i), mean + scale * u);
+  }
+}
+
+Status Harness::setUp(const Artifact &artifact) {
+  artifact_ = &artifact;
+  for (const BufferDecl &decl : artifact.buffers()) {
+    DeviceTensor t;
+    t.decl = decl;
+    t.host.assign(size_t(decl.sizeBytes()), 0);
+    MLART_ASSIGN_OR_RETURN(t.buffer, device_.allocate(t.host.size()));
+    tensors_.emplace(decl.name, std::move(t));
+  }
+  for (const char *needed : {"slot_mapping", "positions", "block_table",
+                             "seq_lens"})
+    if (!has(needed))
+      return invalidArgument(std::string("the artifact has no buffer named '") +
+                             needed + "' (name step data with mla.name)");
+  prefill_ = has("query_start_loc");
+  tokens_ = tensors_.at("slot_mapping").decl.sizes[0];
+  requests_ = tensors_.at("block_table").decl.sizes[0];
+  maxBlocks_ = tensors_.at("block_table").decl.sizes[1];
+  if (!prefill_ && tokens_ != requests_)
+    return invalidArgument("a decode step has one token a request");
+  if (artifact.caches().empty())
+    return invalidArgument("the artifact declares no cache");
+  int64_t blockSize = artifact.caches()[0].desc.blockSize;
+  int64_t perRequest = prefill_ ? (tokens_ + requests_ - 1) / requests_ : 1;
+  int64_t needed = options_.context + perRequest * options_.steps;
+  if (needed > maxBlocks_ * blockSize)
+    return invalidArgument("context + steps (" + std::to_string(needed) +
+                           " tokens) exceed the block table's capacity of " +
+                           std::to_string(maxBlocks_ * blockSize));
+
+  // Weights and other inputs: fixed for the whole run.
+  for (auto &[name, t] : tensors_) {
+    if (t.decl.role == BufferRole::Weight) {
+      if (name.find("cos_sin") != std::string::npos && t.decl.rank == 2) {
+        // A real rotary table, base 10000: cos then sin halves.
+        int64_t rows = t.decl.sizes[0], rope = t.decl.sizes[1];
+        for (int64_t p = 0; p < rows; ++p)
+          for (int64_t i = 0; i < rope / 2; ++i) {
+            double freq = std::pow(10000.0, -2.0 * double(i) / double(rope));
+            storeFromFloat(t.host.data(), t.decl.dtype, size_t(p * rope + i),
+                           float(std::cos(double(p) * freq)));
+            storeFromFloat(t.host.data(), t.decl.dtype,
+                           size_t(p * rope + rope / 2 + i),
+                           float(std::sin(double(p) * freq)));
+          }
+      } else if (name.find("norm") != std::string::npos || t.decl.rank == 1) {
+        fillRandom(t, 0.1f, 1.0f);
+      } else {
+        // Keep activations O(1): scale by 1/sqrt(fan-in).
+        int64_t fanIn = t.decl.rank == 3 ? t.decl.sizes[1]
+                                         : t.decl.sizes[t.decl.rank - 1];
+        fillRandom(t, 1.0f / std::sqrt(float(std::max<int64_t>(fanIn, 1))));
+      }
+      MLART_RETURN_IF_ERROR(upload(t));
+    }
+  }
+
+  // Caches and the block manager that hands out their slots.
+  int64_t numBlocks = requests_ * maxBlocks_ + 1;
+  for (const CacheDecl &decl : artifact.caches()) {
+    KVCacheDesc desc = decl.desc;
+    if (desc.numBlocks == 0)
+      desc.numBlocks = numBlocks;
+    if (desc.numBlocks < numBlocks)
+      return invalidArgument("cache '" + decl.name + "' has too few blocks");
+    MLART_ASSIGN_OR_RETURN(KVCache cache,
+                           KVCache::create(device_, desc, 0.05f));
+    caches_.push_back(std::move(cache));
+  }
+  BlockManagerConfig config;
+  config.numBlocks = caches_[0].desc().numBlocks;
+  config.blockSize = blockSize;
+  MLART_ASSIGN_OR_RETURN(BlockManager manager, BlockManager::create(config));
+  blocks_ = std::make_unique<BlockManager>(std::move(manager));
+
+  // Earlier context: each request's prompt is already in every cache.
+  std::uniform_int_distribution<int32_t> token(1, 100000);
+  std::vector<ScheduledChunk> chunks;
+  for (int64_t r = 0; r < requests_; ++r) {
+    std::vector<int32_t> prompt(size_t(options_.context));
+    for (int32_t &id : prompt)
+      id = token(rng_);
+    if (options_.context > 0) {
+      MLART_ASSIGN_OR_RETURN(int64_t hit,
+                             blocks_->addRequest(r, prompt.data(),
+                                                 options_.context));
+      (void)hit;
+      chunks.push_back({r, 0, options_.context});
+    } else {
+      MLART_ASSIGN_OR_RETURN(int64_t hit, blocks_->addRequest(r, nullptr, 0));
+      (void)hit;
+    }
+  }
+  int64_t contextTokens = options_.context * requests_;
+  if (contextTokens > 0) {
+    MLART_ASSIGN_OR_RETURN(std::vector<int64_t> slots,
+                           blocks_->buildSlotMapping(chunks, contextTokens));
+    for (KVCache &cache : caches_) {
+      const KVCacheDesc &d = cache.desc();
+      DType inType = d.layout == CacheLayout::Plain ? d.dtype : DType::BF16;
+      DeviceTensor kvC, kPe, slotBuf;
+      kvC.decl.dtype = kPe.decl.dtype = inType;
+      kvC.decl.rank = kPe.decl.rank = 2;
+      kvC.decl.sizes[0] = kPe.decl.sizes[0] = contextTokens;
+      kvC.decl.sizes[1] = d.latentRank;
+      kPe.decl.sizes[1] = d.ropeDim;
+      slotBuf.decl.dtype = DType::I64;
+      slotBuf.decl.rank = 1;
+      slotBuf.decl.sizes[0] = contextTokens;
+      for (DeviceTensor *t : {&kvC, &kPe, &slotBuf}) {
+        t->host.assign(size_t(t->decl.sizeBytes()), 0);
+        MLART_ASSIGN_OR_RETURN(t->buffer, device_.allocate(t->host.size()));
+      }
+      fillRandom(kvC, 1.0f);
+      fillRandom(kPe, 1.0f);
+      std::memcpy(slotBuf.host.data(), slots.data(), slotBuf.host.size());
+      for (DeviceTensor *t : {&kvC, &kPe, &slotBuf})
+        MLART_RETURN_IF_ERROR(upload(*t));
+      CacheUpdateArgs args{kvC.ref(), kPe.ref(), slotBuf.ref(), cache.ref()};
+      MLART_RETURN_IF_ERROR(device_.kernels().cacheUpdate(args, nullptr));
+    }
+    for (int64_t r = 0; r < requests_; ++r)
+      MLART_RETURN_IF_ERROR(blocks_->commitComputed(r, options_.context));
+  }
+  return device_.synchronize();
+}
+
+Status Harness::prepareStep(int step) {
+  (void)step;
+  std::uniform_int_distribution<int32_t> token(1, 100000);
+  std::vector<ScheduledChunk> chunks;
+  int64_t *positions = hostAs<int64_t>("positions");
+  int32_t *seqLens = hostAs<int32_t>("seq_lens");
+  int32_t *qsl = prefill_ ? hostAs<int32_t>("query_start_loc") : nullptr;
+  int64_t next = 0;
+  for (int64_t r = 0; r < requests_; ++r) {
+    int64_t count = prefill_ ? tokens_ / requests_ +
+                                   (r < tokens_ % requests_ ? 1 : 0)
+                             : 1;
+    MLART_ASSIGN_OR_RETURN(int64_t start, blocks_->numTokens(r));
+    std::vector<int32_t> newTokens(static_cast<size_t>(count));
+    for (int32_t &id : newTokens)
+      id = token(rng_);
+    MLART_RETURN_IF_ERROR(blocks_->appendTokens(r, newTokens.data(), count));
+    chunks.push_back({r, start, count});
+    if (qsl)
+      qsl[r] = int32_t(next);
+    for (int64_t i = 0; i < count; ++i)
+      positions[next + i] = start + i;
+    next += count;
+    seqLens[r] = int32_t(start + count);
+  }
+  if (qsl)
+    qsl[requests_] = int32_t(next);
+  MLART_RETURN_IF_ERROR(blocks_->buildSlotMapping(
+      chunks.data(), int64_t(chunks.size()), tokens_,
+      hostAs<int64_t>("slot_mapping")));
+  std::vector<RequestId> ids;
+  for (int64_t r = 0; r < requests_; ++r)
+    ids.push_back(r);
+  MLART_RETURN_IF_ERROR(blocks_->buildBlockTable(
+      ids.data(), requests_, maxBlocks_, hostAs<int32_t>("block_table")));
+  for (auto &[name, t] : tensors_) {
+    if (t.decl.role == BufferRole::Input)
+      fillRandom(t, 1.0f);
+    if (t.decl.role == BufferRole::Input ||
+        t.decl.role == BufferRole::StepMetadata)
+      MLART_RETURN_IF_ERROR(upload(t));
+    if (t.decl.role == BufferRole::Output)
+      MLART_RETURN_IF_ERROR(device_.memset(t.buffer.data(), 0xff,
+                                           t.buffer.size())); // poison
+  }
+  return device_.synchronize();
+}
+
+Status Harness::finishStep() {
+  for (int64_t r = 0; r < requests_; ++r) {
+    MLART_ASSIGN_OR_RETURN(int64_t n, blocks_->numTokens(r));
+    MLART_RETURN_IF_ERROR(blocks_->commitComputed(r, n));
+  }
+  return Status::success();
+}
+
+Status Harness::bind(Executor &executor, std::vector<KVCache> &caches) {
+  for (auto &[name, t] : tensors_)
+    MLART_RETURN_IF_ERROR(executor.bind(name, t.ref()));
+  for (size_t i = 0; i < caches.size(); ++i)
+    MLART_RETURN_IF_ERROR(
+        executor.bindCache(artifact_->caches()[i].name, caches[i]));
+  return Status::success();
+}
+
+StatusOr<std::vector<KVCache>> Harness::cloneCaches() const {
+  std::vector<KVCache> copies;
+  for (const KVCache &cache : caches_) {
+    MLART_ASSIGN_OR_RETURN(KVCache copy,
+                           KVCache::create(device_, cache.desc(),
+                                           cache.scale()));
+    MLART_RETURN_IF_ERROR(device_.copyDeviceToDevice(
+        copy.data(), cache.data(), cache.sizeBytes()));
+    copies.push_back(std::move(copy));
+  }
+  return copies;
+}
+
+/// Reads an output to host floats.
+StatusOr<std::vector<float>> readOutput(Device &device, const DeviceTensor &t) {
+  std::vector<uint8_t> bytes(t.buffer.size());
+  MLART_RETURN_IF_ERROR(device.copyDeviceToHost(bytes.data(), t.buffer.data(),
+                                                bytes.size()));
+  std::vector<float> values(size_t(t.decl.numElements()));
+  for (size_t i = 0; i < values.size(); ++i)
+    values[i] = loadAsFloat(bytes.data(), t.decl.dtype, i);
+  return values;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  Options options;
+  if (!parseOptions(argc, argv, options))
+    return usage();
+  if (options.device != "cpu") {
+    std::fprintf(stderr, "mla-run: device '%s' is not available (cpu)\n",
+                 options.device.c_str());
+    return 1;
+  }
+  std::unique_ptr<Device> device = createCpuDevice();
+
+  StatusOr<Artifact> artifact = Artifact::loadFile(options.artifact);
+  if (!artifact.ok())
+    return fail("loading " + options.artifact, artifact.status());
+  Harness harness(*device, options);
+  if (Status s = harness.setUp(artifact.value()); !s.ok())
+    return fail("setting up the step", s);
+
+  StatusOr<Executor> executor = Executor::create(artifact.value(), *device);
+  if (!executor.ok())
+    return fail("creating the executor", executor.status());
+  if (Status s = harness.bind(executor.value(), harness.caches()); !s.ok())
+    return fail("binding", s);
+
+  // The reference runs on its own copy of the caches.
+  std::unique_ptr<Executor> reference;
+  std::vector<KVCache> referenceCaches;
+  if (!options.reference.empty()) {
+    StatusOr<Artifact> ref = Artifact::loadFile(options.reference);
+    if (!ref.ok())
+      return fail("loading " + options.reference, ref.status());
+    StatusOr<Executor> refExec = Executor::create(std::move(ref).value(), *device);
+    if (!refExec.ok())
+      return fail("creating the reference executor", refExec.status());
+    reference = std::make_unique<Executor>(std::move(refExec).value());
+    StatusOr<std::vector<KVCache>> clones = harness.cloneCaches();
+    if (!clones.ok())
+      return fail("copying the caches", clones.status());
+    referenceCaches = std::move(clones).value();
+    if (Status s = harness.bind(*reference, referenceCaches); !s.ok())
+      return fail("binding the reference", s);
+  }
+
+  // Per-op time, aggregated by opcode.
+  std::map<std::string, std::pair<int64_t, double>> perOp;
+  executor.value().setTimingCallback(
+      [&](size_t, const Instruction &inst, double seconds) {
+        auto &entry = perOp[opcodeName(inst.opcode)];
+        entry.first += 1;
+        entry.second += seconds;
+      });
+
+  // What the steps change in the caches (a dummy run must change nothing).
+  std::vector<std::vector<uint8_t>> cachesBefore;
+  for (KVCache &cache : harness.caches()) {
+    cachesBefore.emplace_back(cache.sizeBytes());
+    if (Status s = cache.readBytes(0, cachesBefore.back().data(),
+                                   cache.sizeBytes());
+        !s.ok())
+      return fail("reading caches", s);
+  }
+
+  std::vector<double> stepSeconds;
+  double maxRelError = 0.0;
+  int64_t differingCacheBytes = 0;
+  for (int step = 0; step < options.steps; ++step) {
+    if (Status s = harness.prepareStep(step); !s.ok())
+      return fail("preparing step " + std::to_string(step), s);
+    auto start = std::chrono::steady_clock::now();
+    if (Status s = executor.value().run(); !s.ok())
+      return fail("step " + std::to_string(step), s);
+    if (Status s = device->synchronize(); !s.ok())
+      return fail("synchronizing", s);
+    stepSeconds.push_back(std::chrono::duration<double>(
+                              std::chrono::steady_clock::now() - start)
+                              .count());
+    if (reference) {
+      // Keep the optimized outputs, then run the reference on the same data.
+      std::map<std::string, std::vector<float>> outputs;
+      for (auto &[name, t] : harness.tensors())
+        if (t.decl.role == BufferRole::Output) {
+          StatusOr<std::vector<float>> v = readOutput(*device, t);
+          if (!v.ok())
+            return fail("reading " + name, v.status());
+          outputs[name] = std::move(v).value();
+        }
+      // Poison again so an output the reference fails to write shows up.
+      for (auto &[name, t] : harness.tensors())
+        if (t.decl.role == BufferRole::Output)
+          if (Status s = device->memset(t.buffer.data(), 0xff, t.buffer.size());
+              !s.ok())
+            return fail("poisoning " + name, s);
+      if (Status s = reference->run(); !s.ok())
+        return fail("reference step " + std::to_string(step), s);
+      for (auto &[name, got] : outputs) {
+        StatusOr<std::vector<float>> want =
+            readOutput(*device, harness.tensors().at(name));
+        if (!want.ok())
+          return fail("reading " + name, want.status());
+        double maxDiff = 0.0, maxRef = 0.0;
+        for (size_t i = 0; i < got.size(); ++i) {
+          double diff = std::fabs(double(got[i]) - double(want.value()[i]));
+          if (std::isnan(diff))
+            diff = INFINITY;
+          maxDiff = std::max(maxDiff, diff);
+          maxRef = std::max(maxRef, std::fabs(double(want.value()[i])));
+        }
+        maxRelError = std::max(maxRelError, maxRef > 0 ? maxDiff / maxRef
+                                                       : maxDiff);
+      }
+    }
+    if (Status s = harness.finishStep(); !s.ok())
+      return fail("committing step " + std::to_string(step), s);
+  }
+  if (reference) {
+    for (size_t i = 0; i < harness.caches().size(); ++i) {
+      KVCache &a = harness.caches()[i], &b = referenceCaches[i];
+      std::vector<uint8_t> x(a.sizeBytes()), y(b.sizeBytes());
+      if (!a.readBytes(0, x.data(), x.size()).ok() ||
+          !b.readBytes(0, y.data(), y.size()).ok())
+        return fail("reading caches", internalError("cache read failed"));
+      for (size_t k = 0; k < x.size(); ++k)
+        differingCacheBytes += x[k] != y[k];
+    }
+  }
+
+  int64_t changedCacheBytes = 0;
+  for (size_t i = 0; i < harness.caches().size(); ++i) {
+    std::vector<uint8_t> after(harness.caches()[i].sizeBytes());
+    if (Status s = harness.caches()[i].readBytes(0, after.data(), after.size());
+        !s.ok())
+      return fail("reading caches", s);
+    for (size_t k = 0; k < after.size(); ++k)
+      changedCacheBytes += after[k] != cachesBefore[i][k];
+  }
+
+  std::sort(stepSeconds.begin(), stepSeconds.end());
+  double median = stepSeconds[stepSeconds.size() / 2];
+  double total = 0.0;
+  for (auto &[name, entry] : perOp)
+    total += entry.second;
+  bool mismatch = reference && (!(maxRelError <= options.tolerance) ||
+                                differingCacheBytes != 0);
+  if (options.json) {
+    std::printf("{\"artifact\": \"%s\", \"device\": \"%s\", \"steps\": %d, "
+                "\"step_ms_median\": %.4f, \"ops\": {",
+                options.artifact.c_str(), options.device.c_str(),
+                options.steps, median * 1e3);
+    bool first = true;
+    for (auto &[name, entry] : perOp) {
+      std::printf("%s\"%s\": {\"calls\": %lld, \"ms\": %.4f}",
+                  first ? "" : ", ", name.c_str(), (long long)entry.first,
+                  entry.second * 1e3);
+      first = false;
+    }
+    std::printf("}");
+    if (reference)
+      std::printf(", \"max_rel_error\": %.3e, \"cache_bytes_differing\": %lld",
+                  maxRelError, (long long)differingCacheBytes);
+    std::printf(", \"cache_bytes_changed\": %lld, \"ok\": %s}\n",
+                (long long)changedCacheBytes, mismatch ? "false" : "true");
+  } else {
+    std::printf("%-20s %8s %12s %7s\n", "op", "calls", "time (ms)", "share");
+    for (auto &[name, entry] : perOp)
+      std::printf("%-20s %8lld %12.3f %6.1f%%\n", name.c_str(),
+                  (long long)entry.first, entry.second * 1e3,
+                  total > 0 ? 100.0 * entry.second / total : 0.0);
+    std::printf("step time (median of %d, %s): %.3f ms\n", options.steps,
+                options.device.c_str(), median * 1e3);
+    std::printf("cache bytes changed by the steps: %lld\n",
+                (long long)changedCacheBytes);
+    if (reference)
+      std::printf("vs reference: max relative error %.3e (tolerance %.1e), "
+                  "cache bytes differing %lld -> %s\n",
+                  maxRelError, options.tolerance,
+                  (long long)differingCacheBytes, mismatch ? "MISMATCH" : "OK");
+  }
+  return mismatch ? 1 : 0;
+}
