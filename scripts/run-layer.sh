@@ -1,13 +1,30 @@
 #!/usr/bin/env bash
-# The main job: compile one DeepSeek-V2-Lite decode layer with mla-opt.
-# Today this runs the compiler half (mla-decode-pipeline: extract, eliminate,
-# fuse, schedule, verify) and prints the IR; compiling to an artifact and
-# running it on the CPU runtime arrive with mla-translate / mla-run.
-#   scripts/run-layer.sh [BUILD_DIR]
+# The main job: compile a DeepSeek-V2-Lite decode layer and run it on the CPU.
+#   mla-gen        the layer's IR (monolithic mla.attention, as engines had it)
+#   mla-opt        -mla-decode-pipeline: extract, eliminate, fuse, schedule, verify
+#   mla-translate  the optimized IR as a runtime artifact
+#   mla-run        3 decode steps over a paged cache with 100 tokens of context,
+#                  checked against the same layer compiled without optimizations
+#   scripts/run-layer.sh [BUILD_DIR] [extra mla-gen options, e.g. --layers=27]
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$root/build}
+shift || true
+bin=$build/bin
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
 
 bash "$root/scripts/build.sh" "$build" >/dev/null
-"$build/bin/mla-opt" "$root/examples/deepseek-v2-lite-decode-layer.mlir" \
-  -mla-decode-pipeline
+
+"$bin/mla-gen" --model=deepseek-v2-lite --layers=1 --batch=8 \
+  --max-blocks-per-seq=4 --max-position=1024 "$@" -o "$work/step.mlir"
+"$bin/mla-opt" "$work/step.mlir" -mla-decode-pipeline -o "$work/step.opt.mlir"
+echo "== optimized IR (mla ops) =="
+sed -nE 's/^ *(%[^=]*= )?((mla|arith)\.[a-z_]+).*/  \2/p' "$work/step.opt.mlir"
+"$bin/mla-translate" --mla-to-artifact "$work/step.opt.mlir" -o "$work/step.mlaa"
+"$bin/mla-opt" "$work/step.mlir" \
+  -mla-decode-pipeline='eliminate=false fuse-quant=false fuse-rope=false lift-q-prep=false schedule=none' |
+  "$bin/mla-translate" --mla-to-artifact -o "$work/reference.mlaa"
+echo "== mla-run on the CPU =="
+"$bin/mla-run" "$work/step.mlaa" --reference "$work/reference.mlaa" \
+  --steps 3 --context 100
