@@ -17,6 +17,8 @@
 #include "mlart/Executor.h"
 #include "mlart/KVCache.h"
 
+#include "NaiveReference.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -40,15 +42,22 @@ struct Options {
   uint64_t seed = 0;
   int steps = 2;
   int64_t context = 40;
-  double tolerance = 2e-2;
+  double tolerance = 1e-2;
   bool json = false;
+  bool naive = false;
+  double naiveSoftmaxScale = 0.0; ///< 0: read it from the artifact
 };
 
 int usage() {
   std::fprintf(stderr,
                "usage: mla-run ARTIFACT [--reference ARTIFACT] [--seed N] "
                "[--steps N] [--context N] [--tolerance X] [--device cpu] "
-               "[--json]\n");
+               "[--naive] [--json]\n"
+               "  --naive  also compare with a float64 non-absorbed reference "
+               "(decode steps of mla-gen models); compares the attention "
+               "layers' contribution, output - input\n"
+               "  --softmax-scale X  the model's scale for --naive (default: "
+               "the artifact's)\n");
   return 2;
 }
 
@@ -61,6 +70,10 @@ bool parseOptions(int argc, char **argv, Options &o) {
     const char *v = nullptr;
     if (a == "--json")
       o.json = true;
+    else if (a == "--naive")
+      o.naive = true;
+    else if (a == "--softmax-scale" && (v = next()))
+      o.naiveSoftmaxScale = std::atof(v);
     else if (a == "--reference" && (v = next()))
       o.reference = v;
     else if (a == "--device" && (v = next()))
@@ -381,6 +394,24 @@ StatusOr<std::vector<float>> readOutput(Device &device, const DeviceTensor &t) {
   return values;
 }
 
+/// The scalars of the step, read back from the artifact's instructions.
+void stepScalars(const Artifact &artifact, mlarun::NaiveStep &step) {
+  bool scale = false, eps = false, style = false;
+  for (const Instruction &inst : artifact.instructions()) {
+    if (!scale && inst.opcode == Opcode::DecodeAttention) {
+      step.softmaxScale = inst.floatAttr;
+      scale = true;
+    } else if (!eps && inst.opcode == Opcode::RmsNorm) {
+      step.epsilon = inst.floatAttr;
+      eps = true;
+    } else if (!style && (inst.opcode == Opcode::Rope ||
+                          inst.opcode == Opcode::RopeCacheUpdate)) {
+      step.style = RopeStyle(inst.intAttr);
+      style = true;
+    }
+  }
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -447,10 +478,35 @@ int main(int argc, char **argv) {
 
   std::vector<double> stepSeconds;
   double maxRelError = 0.0;
+  double naiveRelError = 0.0;
   int64_t differingCacheBytes = 0;
   for (int step = 0; step < options.steps; ++step) {
     if (Status s = harness.prepareStep(step); !s.ok())
       return fail("preparing step " + std::to_string(step), s);
+    // The independent reference reads the caches as they were before.
+    mlarun::NaiveStep naiveStep;
+    if (options.naive) {
+      for (auto &[name, t] : harness.tensors()) {
+        mlarun::HostTensorView view;
+        view.dtype = t.decl.dtype;
+        view.sizes.assign(t.decl.sizes, t.decl.sizes + t.decl.rank);
+        view.data = t.host.data();
+        naiveStep.tensors[name] = view;
+      }
+      for (KVCache &cache : harness.caches()) {
+        mlarun::CacheSnapshot snap;
+        snap.desc = cache.desc();
+        snap.scale = cache.scale();
+        snap.bytes.resize(cache.sizeBytes());
+        if (Status s = cache.readBytes(0, snap.bytes.data(), snap.bytes.size());
+            !s.ok())
+          return fail("reading caches", s);
+        naiveStep.caches.push_back(std::move(snap));
+      }
+      stepScalars(artifact.value(), naiveStep);
+      if (options.naiveSoftmaxScale > 0)
+        naiveStep.softmaxScale = options.naiveSoftmaxScale;
+    }
     auto start = std::chrono::steady_clock::now();
     if (Status s = executor.value().run(); !s.ok())
       return fail("step " + std::to_string(step), s);
@@ -459,6 +515,31 @@ int main(int argc, char **argv) {
     stepSeconds.push_back(std::chrono::duration<double>(
                               std::chrono::steady_clock::now() - start)
                               .count());
+    if (options.naive) {
+      StatusOr<std::vector<double>> want = mlarun::naiveDecodeStep(naiveStep);
+      if (!want.ok())
+        return fail("naive reference", want.status());
+      auto it = harness.tensors().find("hidden_states_out");
+      if (it == harness.tensors().end())
+        return fail("naive reference",
+                    invalidArgument("no output named hidden_states_out"));
+      StatusOr<std::vector<float>> got = readOutput(*device, it->second);
+      if (!got.ok())
+        return fail("reading hidden_states_out", got.status());
+      // Compare what the layers add to the residual stream: the input
+      // itself would dominate the norm and hide attention errors.
+      const mlarun::HostTensorView &input = naiveStep.tensors.at("hidden_states");
+      // Norm-wise: ||got - want|| / ||want - input||.
+      double sumDiff = 0.0, sumRef = 0.0;
+      for (size_t i = 0; i < got.value().size(); ++i) {
+        double x = input.at(int64_t(i));
+        double diff = double(got.value()[i]) - want.value()[i];
+        sumDiff += std::isnan(diff) ? INFINITY : diff * diff;
+        sumRef += (want.value()[i] - x) * (want.value()[i] - x);
+      }
+      double rel = sumRef > 0 ? std::sqrt(sumDiff / sumRef) : std::sqrt(sumDiff);
+      naiveRelError = std::max(naiveRelError, std::isnan(rel) ? INFINITY : rel);
+    }
     if (reference) {
       // Keep the optimized outputs, then run the reference on the same data.
       std::map<std::string, std::vector<float>> outputs;
@@ -524,8 +605,9 @@ int main(int argc, char **argv) {
   double total = 0.0;
   for (auto &[name, entry] : perOp)
     total += entry.second;
-  bool mismatch = reference && (!(maxRelError <= options.tolerance) ||
-                                differingCacheBytes != 0);
+  bool mismatch = (reference && (!(maxRelError <= options.tolerance) ||
+                                 differingCacheBytes != 0)) ||
+                  (options.naive && !(naiveRelError <= options.tolerance));
   if (options.json) {
     std::printf("{\"artifact\": \"%s\", \"device\": \"%s\", \"steps\": %d, "
                 "\"step_ms_median\": %.4f, \"ops\": {",
@@ -542,6 +624,8 @@ int main(int argc, char **argv) {
     if (reference)
       std::printf(", \"max_rel_error\": %.3e, \"cache_bytes_differing\": %lld",
                   maxRelError, (long long)differingCacheBytes);
+    if (options.naive)
+      std::printf(", \"naive_max_rel_error\": %.3e", naiveRelError);
     std::printf(", \"cache_bytes_changed\": %lld, \"ok\": %s}\n",
                 (long long)changedCacheBytes, mismatch ? "false" : "true");
   } else {
@@ -554,6 +638,12 @@ int main(int argc, char **argv) {
                 options.device.c_str(), median * 1e3);
     std::printf("cache bytes changed by the steps: %lld\n",
                 (long long)changedCacheBytes);
+    if (options.naive)
+      std::printf("vs float64 non-absorbed reference: relative error "
+                  "%.3e (||out - ref|| / ||ref - input||, tolerance %.1e) -> "
+                  "%s\n",
+                  naiveRelError, options.tolerance,
+                  naiveRelError <= options.tolerance ? "OK" : "MISMATCH");
     if (reference)
       std::printf("vs reference: max relative error %.3e (tolerance %.1e), "
                   "cache bytes differing %lld -> %s\n",
