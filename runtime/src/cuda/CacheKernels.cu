@@ -170,70 +170,210 @@ __device__ void writeRow(const WriteParams &p, const uint8_t *kv,
         floatToBf16Bits(loadF(kp, p.kpType, i));
 }
 
-__global__ void __launch_bounds__(kThreads)
-    ropeCacheWriteKernel(WriteParams p) {
-  if (p.prevalidated) {
-    if (*reinterpret_cast<volatile int *>(&p.rec->callFailed))
-      return;
-  } else if (__syncthreads_or(
-                 scanBad(p, threadIdx.x, blockDim.x, blockIdx.x == 0))) {
-    return;
-  }
-  const int lane = threadIdx.x & 31;
-  const int64_t warp = int64_t(blockIdx.x) * kWarps + (threadIdx.x >> 5);
-  const int64_t nWarps = int64_t(gridDim.x) * kWarps;
+/// Rotates q_pe: bf16 with rope 64 and 16-byte aligned rows takes 16-byte
+/// vectors (NeoX: 8 elements of each half per item; GPT-J: 4 pairs per
+/// item); anything else one pair per item.
+__device__ void rotateQ(const WriteParams &p) {
   const int half = p.rope / 2;
-  if (p.kPe)
-    for (int64_t t = warp; t < p.T; t += nWarps) {
-      uint8_t *kp = p.kPe + t * p.kpStride * (p.kpType == int(DType::F32) ? 4 : 2);
-      if (p.doRope) {
-        const float *cs = p.cs + loadIdx(p.pos, p.pos64, p.posStride, t) * p.csStride;
-        for (int i = lane; i < half; i += 32) {
-          const int64_t a = p.style == 0 ? 2 * i : i;
-          const int64_t b = p.style == 0 ? 2 * i + 1 : i + half;
-          float r0, r1;
-          rotatePair(kp, p.kpType, a, b, cs[i], cs[half + i], r0, r1);
-          storeF(kp, p.kpType, a, r0);
-          storeF(kp, p.kpType, b, r1);
-          if (p.kOut) {
-            uint8_t *ko = p.kOut + t * p.kOutStride *
-                                       (p.kpType == int(DType::F32) ? 4 : 2);
-            storeF(ko, p.kpType, a, r0);
-            storeF(ko, p.kpType, b, r1);
-          }
-        }
-        __syncwarp();
-      }
-      if (p.cache && t < p.N) {
-        const int64_t s = loadIdx(p.slots, p.slot64, p.slotStride, t);
-        if (s >= 0 && s < p.numSlots && !(p.wp && p.wp[s / p.blockSize])) {
-          const int kes = p.kvType == int(DType::F32) ? 4
-                          : p.kvType == int(DType::F64) ? 8 : 2;
-          writeRow(p, p.kvC + t * p.kvStride * kes, kp,
-                   p.cache + s * p.rowBytes, lane);
-        }
-      }
-    }
-  if (p.q && p.doRope) {
-    const int qes = p.qType == int(DType::F32) ? 4 : 2;
-    const int64_t items = p.T * p.Hq * half;
-    const int64_t step = int64_t(gridDim.x) * blockDim.x;
-    for (int64_t it = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-         it < items; it += step) {
-      const int i = int(it % half);
-      const int64_t th = it / half;
+  const int64_t step = int64_t(gridDim.x) * blockDim.x;
+  const int64_t first = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (p.vec & 2) {
+    const int groups = p.style == 0 ? 8 : 4; // items per head
+    const int64_t items = p.T * p.Hq * groups;
+    for (int64_t it = first; it < items; it += step) {
+      const int g = int(it % groups);
+      const int64_t th = it / groups;
       const int h = int(th % p.Hq);
       const int64_t t = th / p.Hq;
-      uint8_t *row = p.q + (t * p.qS0 + h * p.qS1) * qes;
+      uint16_t *row = reinterpret_cast<uint16_t *>(p.q) + t * p.qS0 + h * p.qS1;
       const float *cs = p.cs + loadIdx(p.pos, p.pos64, p.posStride, t) * p.csStride;
+      if (p.style == 0) { // GPT-J: elements 8g..8g+7 = pairs 4g..4g+3
+        uint4 v = *reinterpret_cast<const uint4 *>(row + 8 * g);
+        uint16_t *e = reinterpret_cast<uint16_t *>(&v);
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          const float c = cs[4 * g + j], sn = cs[half + 4 * g + j];
+          const float x0 = bf16BitsToFloat(e[2 * j]), x1 = bf16BitsToFloat(e[2 * j + 1]);
+          e[2 * j] = floatToBf16Bits(__fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, sn)));
+          e[2 * j + 1] = floatToBf16Bits(__fadd_rn(__fmul_rn(x1, c), __fmul_rn(x0, sn)));
+        }
+        *reinterpret_cast<uint4 *>(row + 8 * g) = v;
+      } else { // NeoX: elements 8g..8g+7 with 32+8g..32+8g+7
+        uint4 va = *reinterpret_cast<const uint4 *>(row + 8 * g);
+        uint4 vb = *reinterpret_cast<const uint4 *>(row + half + 8 * g);
+        uint16_t *ea = reinterpret_cast<uint16_t *>(&va);
+        uint16_t *eb = reinterpret_cast<uint16_t *>(&vb);
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+          const float c = cs[8 * g + j], sn = cs[half + 8 * g + j];
+          const float x0 = bf16BitsToFloat(ea[j]), x1 = bf16BitsToFloat(eb[j]);
+          ea[j] = floatToBf16Bits(__fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, sn)));
+          eb[j] = floatToBf16Bits(__fadd_rn(__fmul_rn(x1, c), __fmul_rn(x0, sn)));
+        }
+        *reinterpret_cast<uint4 *>(row + 8 * g) = va;
+        *reinterpret_cast<uint4 *>(row + half + 8 * g) = vb;
+      }
+    }
+    return;
+  }
+  const int qes = p.qType == int(DType::F32) ? 4 : 2;
+  const int64_t items = p.T * p.Hq * half;
+  for (int64_t it = first; it < items; it += step) {
+    const int i = int(it % half);
+    const int64_t th = it / half;
+    const int h = int(th % p.Hq);
+    const int64_t t = th / p.Hq;
+    uint8_t *row = p.q + (t * p.qS0 + h * p.qS1) * qes;
+    const float *cs = p.cs + loadIdx(p.pos, p.pos64, p.posStride, t) * p.csStride;
+    const int64_t a = p.style == 0 ? 2 * i : i;
+    const int64_t b = p.style == 0 ? 2 * i + 1 : i + half;
+    float r0, r1;
+    rotatePair(row, p.qType, a, b, cs[i], cs[half + i], r0, r1);
+    storeF(row, p.qType, a, r0);
+    storeF(row, p.qType, b, r1);
+  }
+}
+
+/// Generic per-token path (any layout): rotate k_pe in place, then encode.
+__device__ void tokenGeneric(const WriteParams &p, int64_t t, int lane) {
+  const int half = p.rope / 2;
+  const int kes = p.kpType == int(DType::F32) ? 4 : 2;
+  uint8_t *kp = p.kPe + t * p.kpStride * kes;
+  if (p.doRope) {
+    const float *cs = p.cs + loadIdx(p.pos, p.pos64, p.posStride, t) * p.csStride;
+    for (int i = lane; i < half; i += 32) {
       const int64_t a = p.style == 0 ? 2 * i : i;
       const int64_t b = p.style == 0 ? 2 * i + 1 : i + half;
       float r0, r1;
-      rotatePair(row, p.qType, a, b, cs[i], cs[half + i], r0, r1);
-      storeF(row, p.qType, a, r0);
-      storeF(row, p.qType, b, r1);
+      rotatePair(kp, p.kpType, a, b, cs[i], cs[half + i], r0, r1);
+      storeF(kp, p.kpType, a, r0);
+      storeF(kp, p.kpType, b, r1);
+      if (p.kOut) {
+        uint8_t *ko = p.kOut + t * p.kOutStride * kes;
+        storeF(ko, p.kpType, a, r0);
+        storeF(ko, p.kpType, b, r1);
+      }
+    }
+    __syncwarp();
+  }
+  if (p.cache && t < p.N) {
+    const int64_t s = loadIdx(p.slots, p.slot64, p.slotStride, t);
+    if (s >= 0 && s < p.numSlots && !(p.wp && p.wp[s / p.blockSize])) {
+      const int vkes = p.kvType == int(DType::F32) ? 4 : 2;
+      writeRow(p, p.kvC + t * p.kvStride * vkes, kp, p.cache + s * p.rowBytes,
+               lane);
     }
   }
+}
+
+/// Fast per-token path (plain cache, 16-byte rows, rope <= 64, row <= 96
+/// chunks): every load is issued before any store, and before the
+/// validation barrier, so a small call costs about two memory round trips.
+struct TokenRegs {
+  int64_t slot;
+  uint4 v[3];
+  float x0, x1, c, sn;
+};
+
+__device__ __forceinline__ void tokenLoad(const WriteParams &p, int64_t t,
+                                          int lane, TokenRegs &r) {
+  const int es = p.cacheType == int(DType::F32) ? 4 : 2;
+  const int lc = p.latent * es / 16, rc = p.doRope ? 0 : p.rope * es / 16;
+  r.slot = (p.cache && t < p.N) ? loadIdx(p.slots, p.slot64, p.slotStride, t) : -1;
+  const uint8_t *kv = p.kvC + t * p.kvStride * es;
+  const uint8_t *kp = p.kPe + t * p.kpStride * es;
+#pragma unroll
+  for (int k = 0; k < 3; ++k) {
+    const int ch = lane + 32 * k;
+    if (r.slot >= 0 && ch < lc + rc)
+      r.v[k] = ch < lc ? reinterpret_cast<const uint4 *>(kv)[ch]
+                       : reinterpret_cast<const uint4 *>(kp)[ch - lc];
+  }
+  const int half = p.rope / 2;
+  if (p.doRope && lane < half) {
+    const float *cs = p.cs + loadIdx(p.pos, p.pos64, p.posStride, t) * p.csStride;
+    const int64_t a = p.style == 0 ? 2 * lane : lane;
+    const int64_t b = p.style == 0 ? 2 * lane + 1 : lane + half;
+    r.x0 = loadF(kp, p.kpType, a);
+    r.x1 = loadF(kp, p.kpType, b);
+    r.c = cs[lane];
+    r.sn = cs[half + lane];
+  }
+}
+
+__device__ __forceinline__ void tokenStore(const WriteParams &p, int64_t t,
+                                           int lane, const TokenRegs &r) {
+  const int es = p.cacheType == int(DType::F32) ? 4 : 2;
+  const int lc = p.latent * es / 16, rc = p.doRope ? 0 : p.rope * es / 16;
+  const bool write = r.slot >= 0 && r.slot < p.numSlots &&
+                     !(p.wp && p.wp[r.slot / p.blockSize]);
+  uint8_t *row = p.cache + (write ? r.slot : 0) * p.rowBytes;
+  if (write) {
+#pragma unroll
+    for (int k = 0; k < 3; ++k) {
+      const int ch = lane + 32 * k;
+      if (ch < lc + rc)
+        reinterpret_cast<uint4 *>(row)[ch] = r.v[k];
+    }
+  }
+  const int half = p.rope / 2;
+  if (p.doRope && lane < half) {
+    const int64_t a = p.style == 0 ? 2 * lane : lane;
+    const int64_t b = p.style == 0 ? 2 * lane + 1 : lane + half;
+    const float r0 = __fsub_rn(__fmul_rn(r.x0, r.c), __fmul_rn(r.x1, r.sn));
+    const float r1 = __fadd_rn(__fmul_rn(r.x1, r.c), __fmul_rn(r.x0, r.sn));
+    uint8_t *kp = p.kPe + t * p.kpStride * es;
+    storeF(kp, p.kpType, a, r0);
+    storeF(kp, p.kpType, b, r1);
+    if (p.kOut) {
+      uint8_t *ko = p.kOut + t * p.kOutStride * es;
+      storeF(ko, p.kpType, a, r0);
+      storeF(ko, p.kpType, b, r1);
+    }
+    if (write) {
+      uint8_t *rr = row + int64_t(p.latent) * es;
+      storeF(rr, p.kpType, a, r0);
+      storeF(rr, p.kpType, b, r1);
+    }
+  }
+}
+
+__global__ void __launch_bounds__(kThreads)
+    ropeCacheWriteKernel(WriteParams p) {
+  const int lane = threadIdx.x & 31;
+  const int64_t warp = int64_t(blockIdx.x) * kWarps + (threadIdx.x >> 5);
+  const int64_t nWarps = int64_t(gridDim.x) * kWarps;
+  const bool fast = (p.vec & 1) && p.kPe;
+  if (!p.prevalidated) {
+    // Small call: at most one token per warp. Load first, then vote.
+    TokenRegs r;
+    r.slot = -1;
+    if (fast && warp < p.T)
+      tokenLoad(p, warp, lane, r);
+    if (__syncthreads_or(scanBad(p, threadIdx.x, blockDim.x, blockIdx.x == 0)))
+      return;
+    if (p.kPe && warp < p.T) {
+      if (fast)
+        tokenStore(p, warp, lane, r);
+      else
+        tokenGeneric(p, warp, lane);
+    }
+  } else {
+    if (*reinterpret_cast<volatile int *>(&p.rec->callFailed))
+      return;
+    if (p.kPe)
+      for (int64_t t = warp; t < p.T; t += nWarps) {
+        if (fast) {
+          TokenRegs r;
+          tokenLoad(p, t, lane, r);
+          tokenStore(p, t, lane, r);
+        } else {
+          tokenGeneric(p, t, lane);
+        }
+      }
+  }
+  if (p.q && p.doRope)
+    rotateQ(p);
 }
 
 Status checkInputType(const TensorRef &t, const char *name,
@@ -336,16 +476,23 @@ void fillCache(WriteParams &p, const TensorRef &kvC, const TensorRef &kPe,
   p.rope = int(d.ropeDim);
   p.wp = cache.writeProtect;
   const int64_t es = int64_t(dtypeSize(kvC.dtype));
-  p.vec = d.layout == CacheLayout::Plain &&
-          aligned16(kvC.data, kvC.strides[0] * es) &&
-          aligned16(kPe.data, kPe.strides[0] * es) &&
-          aligned16(cache.data, p.rowBytes) && (d.latentRank * es) % 16 == 0 &&
-          (d.ropeDim * es) % 16 == 0;
+  const int64_t chunks = d.rowValues() * es / 16;
+  p.vec = (d.layout == CacheLayout::Plain &&
+           aligned16(kvC.data, kvC.strides[0] * es) &&
+           aligned16(kPe.data, kPe.strides[0] * es) &&
+           aligned16(cache.data, p.rowBytes) && (d.latentRank * es) % 16 == 0 &&
+           (d.ropeDim * es) % 16 == 0 && d.ropeDim <= 64 && chunks <= 96)
+              ? 1
+              : 0;
 }
 
 Status launch(CudaContext &ctx, WriteParams &p, cudaStream_t stream,
               const TensorRef *slots, const TensorRef *positions,
               const KVCacheRef *cache) {
+  if (p.q && p.qType == int(DType::BF16) && p.rope == 64 &&
+      reinterpret_cast<uintptr_t>(p.q) % 16 == 0 && p.qS0 % 8 == 0 &&
+      (p.qS1 % 8 == 0 || p.Hq == 1))
+    p.vec |= 2;
   std::unique_lock<std::mutex> lock(ctx.recordMutex, std::defer_lock);
   if (ctx.synchronousChecks) {
     lock.lock();
@@ -362,8 +509,9 @@ Status launch(CudaContext &ctx, WriteParams &p, cudaStream_t stream,
     MLART_CUDA_CHECK_LAUNCH("validateKernel");
   }
   const int64_t tokenBlocks = p.kPe ? (p.T + kWarps - 1) / kWarps : 0;
-  const int64_t qBlocks =
-      p.q ? (p.T * p.Hq * (p.rope / 2) + kThreads - 1) / kThreads : 0;
+  const int64_t qItems = (p.vec & 2) ? p.T * p.Hq * (p.style == 0 ? 8 : 4)
+                                     : p.T * p.Hq * (p.rope / 2);
+  const int64_t qBlocks = p.q ? (qItems + kThreads - 1) / kThreads : 0;
   int64_t blocks = std::max<int64_t>(1, std::max(tokenBlocks, qBlocks));
   blocks = std::min<int64_t>(blocks, int64_t(ctx.smCount) * 64);
   ropeCacheWriteKernel<<<unsigned(blocks), kThreads, 0, stream>>>(p);

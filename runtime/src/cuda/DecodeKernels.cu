@@ -90,7 +90,7 @@ struct DecodeParams {
   const int32_t *seqLens;
   int64_t seqStride;
   float scaleLog2;
-  int heads, splits;
+  int heads, splits, bsLog2;
   float *partOut; // [B, S, H, 512]
   float *partLse; // [B, S, H]
   DeviceErrorRecord *rec;
@@ -161,23 +161,32 @@ __global__ void __launch_bounds__(kThreadsTc, 1)
   const int t0 = split * perSplit;
   const int t1 = min(tiles, t0 + perSplit);
 
+  // Warp w copies rows 16w..16w+15 of a tile: lane (l & 15) resolves the
+  // page of one row (block sizes are powers of two: shifts, no division),
+  // the row pointers are then broadcast and each row is copied as 72
+  // 16-byte chunks by the 32 lanes (coalesced, 512 contiguous bytes a step).
   auto loadTile = [&](int tile, int buf) {
-    uint16_t *dst = Ks + buf * kTile * kRowEl;
-    for (int c = tid; c < kTile * kChunksPerRow; c += kThreadsTc) {
-      const int r = c / kChunksPerRow, ch = c % kChunksPerRow;
-      const int64_t pos = int64_t(tile) * kTile + r;
-      const uint8_t *src = p.c.data;
-      bool valid = false;
-      if (pos < len) {
-        const uint8_t *row = pagedRow(p.c, b, pos);
-        if (row) {
-          src = row + ch * 16;
-          valid = true;
-        } else {
-          atomicMin(&p.rec->badSeqIndex, b);
-        }
+    uint16_t *dst = Ks + buf * kTile * kRowEl + warp * 16 * kRowEl;
+    const int pos = tile * kTile + warp * 16 + (lane & 15);
+    const uint8_t *myRow = nullptr;
+    if (pos < len) {
+      const int64_t id = p.c.table[b * p.c.tableS0 + int64_t(pos >> p.bsLog2) * p.c.tableS1];
+      if (id >= 0 && id < p.c.numBlocks)
+        myRow = p.c.data + ((id << p.bsLog2) + (pos & (p.c.blockSize - 1))) * int64_t(kD * 2);
+      else if (lane < 16)
+        atomicMin(&p.rec->badSeqIndex, b);
+    }
+#pragma unroll 4
+    for (int rr = 0; rr < 16; ++rr) {
+      const uint8_t *row = reinterpret_cast<const uint8_t *>(
+          __shfl_sync(0xffffffffu, reinterpret_cast<unsigned long long>(myRow), rr));
+      uint16_t *d = dst + rr * kRowEl;
+#pragma unroll
+      for (int k = 0; k < 3; ++k) {
+        const int ch = lane + 32 * k;
+        if (ch < kChunksPerRow)
+          cpAsync16(d + ch * 8, row ? row + ch * 16 : p.c.data, row != nullptr);
       }
-      cpAsync16(dst + r * kRowEl + ch * 8, src, valid);
     }
   };
 
@@ -210,15 +219,27 @@ __global__ void __launch_bounds__(kThreadsTc, 1)
 
     // S = Q K^T for tokens 16*warp .. +15.
     float s[2][4] = {{0, 0, 0, 0}, {0, 0, 0, 0}};
-#pragma unroll 4
-    for (int kk = 0; kk < kD / 16; ++kk) {
-      uint32_t a[4], bb[4];
-      ldsm4(a, Qs + (lane & 15) * kRowEl + kk * 16 + (lane >> 4) * 8);
-      ldsm4(bb, K + (warp * 16 + (lane & 7) + (lane >> 4) * 8) * kRowEl +
-                    kk * 16 + ((lane >> 3) & 1) * 8);
+    float s2[2][4] = {{0, 0, 0, 0}, {0, 0, 0, 0}};
+    const uint16_t *qBase = Qs + (lane & 15) * kRowEl + (lane >> 4) * 8;
+    const uint16_t *kBase = K + (warp * 16 + (lane & 7) + (lane >> 4) * 8) * kRowEl +
+                            ((lane >> 3) & 1) * 8;
+#pragma unroll 6
+    for (int kk = 0; kk < kD / 16; kk += 2) {
+      uint32_t a[4], bb[4], a2[4], bb2[4];
+      ldsm4(a, qBase + kk * 16);
+      ldsm4(bb, kBase + kk * 16);
+      ldsm4(a2, qBase + kk * 16 + 16);
+      ldsm4(bb2, kBase + kk * 16 + 16);
       mma16816(s[0], a, bb[0], bb[1]);
       mma16816(s[1], a, bb[2], bb[3]);
+      mma16816(s2[0], a2, bb2[0], bb2[1]);
+      mma16816(s2[1], a2, bb2[2], bb2[3]);
     }
+#pragma unroll
+    for (int n = 0; n < 2; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        s[n][e] += s2[n][e];
     // Mask, scale, row max.
     float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
@@ -552,6 +573,7 @@ Status decodeAttention(CudaContext &ctx, const DecodeAttentionArgs &a,
       a.q.dtype == DType::BF16 && desc.layout == CacheLayout::Plain &&
       desc.dtype == DType::BF16 && desc.latentRank == kDv &&
       desc.ropeDim == kD - kDv && H % kHeads == 0 &&
+      (desc.blockSize & (desc.blockSize - 1)) == 0 &&
       reinterpret_cast<uintptr_t>(a.q.data) % 16 == 0 &&
       (a.q.strides[0] * qes) % 16 == 0 && (a.q.strides[1] * qes) % 16 == 0 &&
       reinterpret_cast<uintptr_t>(a.cache.data) % 16 == 0 &&
@@ -598,6 +620,9 @@ Status decodeAttention(CudaContext &ctx, const DecodeAttentionArgs &a,
   p.seqStride = a.seqLens.strides[0];
   p.scaleLog2 = a.softmaxScale * kLog2e;
   p.heads = int(H);
+  p.bsLog2 = 0;
+  while ((int64_t(1) << p.bsLog2) < desc.blockSize)
+    ++p.bsLog2;
   p.rec = ctx.deviceRecord;
   const int64_t maxLen = a.blockTable.sizes[1] * desc.blockSize;
   const int64_t maxTiles = std::max<int64_t>(1, (maxLen + kTile - 1) / kTile);
