@@ -361,16 +361,22 @@ __global__ void __launch_bounds__(kThreads)
   } else {
     if (*reinterpret_cast<volatile int *>(&p.rec->callFailed))
       return;
-    if (p.kPe)
-      for (int64_t t = warp; t < p.T; t += nWarps) {
-        if (fast) {
-          TokenRegs r;
-          tokenLoad(p, t, lane, r);
-          tokenStore(p, t, lane, r);
-        } else {
-          tokenGeneric(p, t, lane);
-        }
+    if (p.kPe && fast) {
+      // Two tokens per step: six 16-byte loads in flight per lane.
+      for (int64_t t = warp; t < p.T; t += 2 * nWarps) {
+        TokenRegs r0, r1;
+        const bool second = t + nWarps < p.T;
+        tokenLoad(p, t, lane, r0);
+        if (second)
+          tokenLoad(p, t + nWarps, lane, r1);
+        tokenStore(p, t, lane, r0);
+        if (second)
+          tokenStore(p, t + nWarps, lane, r1);
       }
+    } else if (p.kPe) {
+      for (int64_t t = warp; t < p.T; t += nWarps)
+        tokenGeneric(p, t, lane);
+    }
   }
   if (p.q && p.doRope)
     rotateQ(p);
@@ -512,7 +518,9 @@ Status launch(CudaContext &ctx, WriteParams &p, cudaStream_t stream,
   const int64_t qItems = (p.vec & 2) ? p.T * p.Hq * (p.style == 0 ? 8 : 4)
                                      : p.T * p.Hq * (p.rope / 2);
   const int64_t qBlocks = p.q ? (qItems + kThreads - 1) / kThreads : 0;
-  int64_t blocks = std::max<int64_t>(1, std::max(tokenBlocks, qBlocks));
+  // Large calls: two tokens per warp (see the kernel).
+  const int64_t tb = p.prevalidated ? (tokenBlocks + 1) / 2 : tokenBlocks;
+  int64_t blocks = std::max<int64_t>(1, std::max(tb, qBlocks));
   blocks = std::min<int64_t>(blocks, int64_t(ctx.smCount) * 64);
   ropeCacheWriteKernel<<<unsigned(blocks), kThreads, 0, stream>>>(p);
   MLART_CUDA_CHECK_LAUNCH("ropeCacheWriteKernel");

@@ -22,6 +22,7 @@
 #include "cpu/TensorAccess.h"
 
 #include <cmath>
+#include <cstdlib>
 
 namespace mlart::cuda {
 namespace {
@@ -74,9 +75,11 @@ constexpr int kD = 576, kDv = 512, kTile = 64, kHeads = 16, kThreadsTc = 128;
 constexpr int kRowEl = kD + 8; // padded smem row (1168 bytes): no bank conflicts
 constexpr int kPRow = kTile + 8;
 constexpr int kChunksPerRow = kD * 2 / 16; // 72
+constexpr int kKSteps = kD / 16 / 4;        // 9 k-steps of S per warp
+constexpr int kSRow = kTile + 8;            // padded f32 row of partial S
 constexpr size_t kSmemTc =
     size_t(kHeads * kRowEl + 2 * kTile * kRowEl + kHeads * kPRow) * 2 +
-    2 * 4 * kHeads * sizeof(float);
+    2 * 4 * kHeads * sizeof(float) + size_t(4 * kHeads * kSRow) * sizeof(float);
 
 struct DecodeParams {
   CacheView c;
@@ -143,6 +146,7 @@ __device__ __forceinline__ int seqLenChecked(const DecodeParams &p, int b) {
   return len;
 }
 
+template <bool kSplitK>
 __global__ void __launch_bounds__(kThreadsTc, 1)
     decodeTcKernel(DecodeParams p) {
   extern __shared__ __align__(16) uint8_t smem[];
@@ -151,6 +155,8 @@ __global__ void __launch_bounds__(kThreadsTc, 1)
   uint16_t *Ps = Ks + 2 * kTile * kRowEl;
   float *redMax = reinterpret_cast<float *>(Ps + kHeads * kPRow);
   float *redSum = redMax + 4 * kHeads;
+  float *Sred = redSum + 4 * kHeads; // [4 warps][16][kSRow] partial scores
+  uint32_t qf[kKSteps][4];           // this warp's Q fragments
 
   const int split = blockIdx.x, b = blockIdx.y, h0 = blockIdx.z * kHeads;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -217,29 +223,92 @@ __global__ void __launch_bounds__(kThreadsTc, 1)
     __syncthreads();
     const uint16_t *K = Ks + buf * kTile * kRowEl;
 
-    // S = Q K^T for tokens 16*warp .. +15.
     float s[2][4] = {{0, 0, 0, 0}, {0, 0, 0, 0}};
-    float s2[2][4] = {{0, 0, 0, 0}, {0, 0, 0, 0}};
-    const uint16_t *qBase = Qs + (lane & 15) * kRowEl + (lane >> 4) * 8;
-    const uint16_t *kBase = K + (warp * 16 + (lane & 7) + (lane >> 4) * 8) * kRowEl +
-                            ((lane >> 3) & 1) * 8;
-#pragma unroll 6
-    for (int kk = 0; kk < kD / 16; kk += 2) {
-      uint32_t a[4], bb[4], a2[4], bb2[4];
-      ldsm4(a, qBase + kk * 16);
-      ldsm4(bb, kBase + kk * 16);
-      ldsm4(a2, qBase + kk * 16 + 16);
-      ldsm4(bb2, kBase + kk * 16 + 16);
-      mma16816(s[0], a, bb[0], bb[1]);
-      mma16816(s[1], a, bb[2], bb[3]);
-      mma16816(s2[0], a2, bb2[0], bb2[1]);
-      mma16816(s2[1], a2, bb2[2], bb2[3]);
+    if constexpr (kSplitK) {
+    // S = Q K^T, split over the 576-wide reduction: warp w multiplies its
+    // 144 dims (Q fragments held in registers for the whole kernel) for all
+    // 64 tokens; partial sums meet in shared memory.
+    if (tile == t0) {
+#pragma unroll
+      for (int k = 0; k < kKSteps; ++k)
+        ldsm4(qf[k], Qs + (lane & 15) * kRowEl + (warp * kKSteps + k) * 16 +
+                         (lane >> 4) * 8);
     }
+    {
+      float acc[4][2][4];
 #pragma unroll
-    for (int n = 0; n < 2; ++n)
+      for (int j = 0; j < 4; ++j)
 #pragma unroll
-      for (int e = 0; e < 4; ++e)
-        s[n][e] += s2[n][e];
+        for (int n = 0; n < 2; ++n)
+          acc[j][n][0] = acc[j][n][1] = acc[j][n][2] = acc[j][n][3] = 0.0f;
+      const uint16_t *kBase = K + ((lane & 7) + (lane >> 4) * 8) * kRowEl +
+                              warp * kKSteps * 16 + ((lane >> 3) & 1) * 8;
+#pragma unroll
+      for (int k = 0; k < kKSteps; ++k)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          uint32_t bb[4];
+          ldsm4(bb, kBase + j * 16 * kRowEl + k * 16);
+          mma16816(acc[j][0], qf[k], bb[0], bb[1]);
+          mma16816(acc[j][1], qf[k], bb[2], bb[3]);
+        }
+      float *mine = Sred + warp * kHeads * kSRow;
+#pragma unroll
+      for (int j = 0; j < 4; ++j)
+#pragma unroll
+        for (int n = 0; n < 2; ++n) {
+          const int col = j * 16 + n * 8 + q4 * 2;
+          *reinterpret_cast<float2 *>(mine + g * kSRow + col) =
+              make_float2(acc[j][n][0], acc[j][n][1]);
+          *reinterpret_cast<float2 *>(mine + (g + 8) * kSRow + col) =
+              make_float2(acc[j][n][2], acc[j][n][3]);
+        }
+    }
+    __syncthreads();
+#pragma unroll
+    for (int n = 0; n < 2; ++n) {
+      const int col = warp * 16 + n * 8 + q4 * 2;
+      float2 lo = make_float2(0.0f, 0.0f), hi = make_float2(0.0f, 0.0f);
+#pragma unroll
+      for (int w = 0; w < 4; ++w) {
+        const float *part = Sred + w * kHeads * kSRow;
+        const float2 a = *reinterpret_cast<const float2 *>(part + g * kSRow + col);
+        const float2 c = *reinterpret_cast<const float2 *>(part + (g + 8) * kSRow + col);
+        lo.x += a.x;
+        lo.y += a.y;
+        hi.x += c.x;
+        hi.y += c.y;
+      }
+      s[n][0] = lo.x;
+      s[n][1] = lo.y;
+      s[n][2] = hi.x;
+      s[n][3] = hi.y;
+    }
+    } else {
+      // Variant 0: warp w computes all 576 dims for tokens 16w..16w+15,
+      // reading Q from shared memory every tile.
+      float s2[2][4] = {{0, 0, 0, 0}, {0, 0, 0, 0}};
+      const uint16_t *qBase = Qs + (lane & 15) * kRowEl + (lane >> 4) * 8;
+      const uint16_t *kBase = K + (warp * 16 + (lane & 7) + (lane >> 4) * 8) * kRowEl +
+                              ((lane >> 3) & 1) * 8;
+#pragma unroll 6
+      for (int kk = 0; kk < kD / 16; kk += 2) {
+        uint32_t a[4], bb[4], a2[4], bb2[4];
+        ldsm4(a, qBase + kk * 16);
+        ldsm4(bb, kBase + kk * 16);
+        ldsm4(a2, qBase + kk * 16 + 16);
+        ldsm4(bb2, kBase + kk * 16 + 16);
+        mma16816(s[0], a, bb[0], bb[1]);
+        mma16816(s[1], a, bb[2], bb[3]);
+        mma16816(s2[0], a2, bb2[0], bb2[1]);
+        mma16816(s2[1], a2, bb2[2], bb2[3]);
+      }
+#pragma unroll
+      for (int n = 0; n < 2; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+          s[n][e] += s2[n][e];
+    }
     // Mask, scale, row max.
     float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
@@ -642,12 +711,19 @@ Status decodeAttention(CudaContext &ctx, const DecodeAttentionArgs &a,
     p.partLse = reinterpret_cast<float *>(static_cast<uint8_t *>(work) +
                                           outBytes);
   }
-  MLART_CUDA_CHECK(cudaFuncSetAttribute(decodeTcKernel,
+  // MLART_DECODE_VARIANT=0 selects the first tensor-core variant (S split
+  // by tokens); the default splits S by the reduction dimension.
+  static const bool splitK = [] {
+    const char *v = std::getenv("MLART_DECODE_VARIANT");
+    return !(v && v[0] == '0');
+  }();
+  auto kernel = splitK ? decodeTcKernel<true> : decodeTcKernel<false>;
+  MLART_CUDA_CHECK(cudaFuncSetAttribute(kernel,
                                         cudaFuncAttributeMaxDynamicSharedMemorySize,
                                         int(kSmemTc)),
                    "cudaFuncSetAttribute(decodeTcKernel)");
-  decodeTcKernel<<<dim3(unsigned(splits), unsigned(B), unsigned(H / kHeads)),
-                   kThreadsTc, kSmemTc, stream>>>(p);
+  kernel<<<dim3(unsigned(splits), unsigned(B), unsigned(H / kHeads)),
+           kThreadsTc, kSmemTc, stream>>>(p);
   MLART_CUDA_CHECK_LAUNCH("decodeTcKernel");
   if (splits > 1) {
     combineKernel<<<dim3(unsigned(H), unsigned(B)), 128, 0, stream>>>(p, kDv);
