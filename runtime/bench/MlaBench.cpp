@@ -1,0 +1,332 @@
+//===- MlaBench.cpp - mla-bench: CUDA kernels against measured ceilings ---===//
+//
+// Usage: mla-bench [out.json] [--quick]
+// Times every kernel with CUDA events (warm-up, then the median of many
+// individually bracketed calls), and measures in the same run the two
+// ceilings: a large device-to-device copy (bytes read + written) and a cuBLAS
+// bf16 GEMM 8192^3. Bytes and FLOPs are counted as FlashMLA does: 1152 bytes
+// per cached token (bf16) + q + out; FLOPs 2*B*H*L*(576+512).
+//
+//===----------------------------------------------------------------------===//
+#include "mlart/CudaDevice.h"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+using namespace mlart;
+
+namespace {
+
+CudaDevice *gDev;
+StreamHandle gStream;
+
+#define CHECK(expr)                                                            \
+  do {                                                                         \
+    Status s_ = (expr);                                                        \
+    if (!s_.ok()) {                                                            \
+      std::fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__,                  \
+                   s_.message().c_str());                                      \
+      std::exit(1);                                                            \
+    }                                                                          \
+  } while (0)
+
+Buffer alloc(size_t bytes) {
+  auto b = gDev->allocate(bytes);
+  CHECK(b.status());
+  return std::move(b).value();
+}
+
+uint16_t bf16(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return uint16_t((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+/// Random bf16 in [-1, 1) (never zeros: zeros run faster than real data).
+Buffer randomBf16(size_t n, std::mt19937 &rng) {
+  // A 1 Mi-value random pattern, tiled with a rotating offset (generating
+  // billions of values one by one would dominate the run).
+  static std::vector<uint16_t> pattern;
+  if (pattern.empty()) {
+    std::uniform_real_distribution<float> u(-1, 1);
+    pattern.resize(size_t(1) << 20);
+    for (auto &v : pattern)
+      v = bf16(u(rng));
+  }
+  std::vector<uint16_t> h(n);
+  for (size_t i = 0, k = 0; i < n; i += pattern.size(), ++k) {
+    const size_t len = std::min(pattern.size(), n - i);
+    const size_t off = (k * 7919) % pattern.size();
+    for (size_t j = 0; j < len; ++j)
+      h[i + j] = pattern[(off + j) % pattern.size()];
+  }
+  Buffer b = alloc(n * 2);
+  CHECK(gDev->writeBuffer(b, 0, h.data(), n * 2));
+  return b;
+}
+
+template <typename T> Buffer upload(const std::vector<T> &v) {
+  Buffer b = alloc(std::max<size_t>(16, v.size() * sizeof(T)));
+  CHECK(gDev->writeBuffer(b, 0, v.data(), v.size() * sizeof(T)));
+  return b;
+}
+
+/// Median milliseconds of `reps` calls, each bracketed by events.
+double timeMs(const std::function<void()> &fn, int reps = 50, int warm = 5) {
+  for (int i = 0; i < warm; ++i)
+    fn();
+  std::vector<EventHandle> a(static_cast<size_t>(reps)), b(static_cast<size_t>(reps));
+  for (int i = 0; i < reps; ++i) {
+    a[size_t(i)] = gDev->createEvent().value();
+    b[size_t(i)] = gDev->createEvent().value();
+  }
+  CHECK(gDev->synchronize(gStream));
+  for (int i = 0; i < reps; ++i) {
+    CHECK(gDev->recordEvent(a[size_t(i)], gStream));
+    fn();
+    CHECK(gDev->recordEvent(b[size_t(i)], gStream));
+  }
+  CHECK(gDev->synchronize(gStream));
+  std::vector<double> ms;
+  for (int i = 0; i < reps; ++i) {
+    ms.push_back(gDev->elapsedMs(a[size_t(i)], b[size_t(i)]).value());
+    gDev->destroyEvent(a[size_t(i)]);
+    gDev->destroyEvent(b[size_t(i)]);
+  }
+  CHECK(gDev->checkErrors(gStream));
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
+}
+
+/// Per-kernel GPU time in a steady stream: `per` calls captured into one
+/// CUDA graph, replays timed with events (median), divided by `per`. This is
+/// how a decode step runs (executor graphs); it removes host launch latency,
+/// which the per-call numbers include whenever the GPU would otherwise idle.
+double graphMs(const std::function<void()> &fn, int per = 20, int reps = 20) {
+  cudaStream_t s = static_cast<cudaStream_t>(gStream);
+  cudaGraph_t g = nullptr;
+  cudaGraphExec_t ge = nullptr;
+  CHECK(gDev->synchronize(gStream));
+  if (cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed) != cudaSuccess)
+    return NAN;
+  for (int i = 0; i < per; ++i)
+    fn();
+  if (cudaStreamEndCapture(s, &g) != cudaSuccess ||
+      cudaGraphInstantiate(&ge, g, 0) != cudaSuccess) {
+    cudaGetLastError();
+    return NAN;
+  }
+  double ms = timeMs([&] { cudaGraphLaunch(ge, s); }, reps, 3);
+  cudaGraphExecDestroy(ge);
+  cudaGraphDestroy(g);
+  return ms / per;
+}
+
+struct Row {
+  std::string kernel, shape;
+  double us, gbs, tflops, pctCopy, pctGemm, usCall;
+};
+std::vector<Row> rows;
+double copyGBs = 0, gemmTflops = 0;
+
+/// `ms`: graph-replay time per call when available, else per-call time.
+void add(const std::string &k, const std::string &shape, double ms,
+         double bytes, double flops, double callMs = NAN) {
+  Row r{k, shape, ms * 1e3, bytes / ms / 1e6, flops / ms / 1e9, 0, 0, callMs * 1e3};
+  r.pctCopy = copyGBs > 0 ? 100.0 * r.gbs / copyGBs : 0;
+  r.pctGemm = gemmTflops > 0 ? 100.0 * r.tflops / gemmTflops : 0;
+  rows.push_back(r);
+  std::printf("| %-18s | %-20s | %9.2f | %9.2f | %8.1f | %6.1f | %6.1f%% | %6.1f%% |\n",
+              k.c_str(), shape.c_str(), r.us, r.usCall, r.gbs, r.tflops,
+              r.pctCopy, r.pctGemm);
+  std::fflush(stdout);
+}
+
+TensorRef ten(void *p, DType t, std::initializer_list<int64_t> s) {
+  return TensorRef::contiguous(p, t, s);
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  std::string jsonPath = "mla-bench.json";
+  bool quick = false, decodeOnly = false;
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) == "--quick")
+      quick = true;
+    else if (std::string(argv[i]) == "--decode-only")
+      decodeOnly = true;
+    else
+      jsonPath = argv[i];
+  }
+  auto d = createCudaDevice(0);
+  if (!d.ok()) {
+    std::printf("mla-bench: no GPU: %s\n", d.status().message().c_str());
+    return 0;
+  }
+  std::unique_ptr<CudaDevice> dev = std::move(d).value();
+  gDev = dev.get();
+  auto st = dev->createStream();
+  CHECK(st.status());
+  gStream = st.value().handle();
+  dev->setSynchronousChecks(false); // timing: no host sync per call
+  const KernelLibrary &k = dev->kernels();
+  std::mt19937 rng(1234);
+  std::printf("device: %s, %d SMs, L2 %zu MB\n", dev->deviceName().c_str(),
+              dev->multiprocessorCount(), dev->l2CacheBytes() >> 20);
+
+  std::printf("us = GPU time per call in a captured graph (20 calls/graph, median of 20 replays);\n"
+              "us/call = one call bracketed by events (median), includes host launch latency\n");
+  std::printf("| kernel             | shape                |        us |   us/call |     GB/s | TFLOP/s | %% copy | %% gemm |\n"
+              "|---|---|---:|---:|---:|---:|---:|---:|\n");
+  // Ceilings.
+  {
+    const size_t n = size_t(2) << 30;
+    Buffer a = randomBf16(n / 2, rng), b = alloc(n);
+    double ms = timeMs([&] {
+      CHECK(dev->copyDeviceToDevice(b.data(), a.data(), n, gStream));
+    }, 20, 3);
+    copyGBs = 2.0 * double(n) / ms / 1e6;
+    add("ceiling:copy", "2 GiB d2d (r+w)", ms, 2.0 * double(n), 0);
+  }
+  {
+    const int64_t n = 8192;
+    Buffer x = randomBf16(size_t(n * n), rng), w = randomBf16(size_t(n * n), rng),
+           o = alloc(size_t(n * n * 2));
+    LinearArgs la{ten(x.data(), DType::BF16, {n, n}),
+                  ten(w.data(), DType::BF16, {n, n}),
+                  ten(o.data(), DType::BF16, {n, n})};
+    Status s = k.linear(la, gStream);
+    if (!s.ok()) {
+      std::printf("cuBLAS unavailable: %s\n", s.message().c_str());
+    } else {
+      double ms = timeMs([&] { CHECK(k.linear(la, gStream)); }, 20, 3);
+      gemmTflops = 2.0 * double(n) * n * n / ms / 1e9;
+      add("ceiling:gemm", "bf16 8192^3 (cuBLAS)", ms, 3.0 * n * n * 2,
+          2.0 * double(n) * n * n);
+    }
+  }
+
+  // Cache update (plain bf16) and fused rope + update.
+  if (!decodeOnly) {
+    const int64_t maxT = 65536, slotsN = 2 * maxT, bs = 64;
+    KVCacheRef cache;
+    cache.desc.numBlocks = slotsN / bs;
+    cache.desc.blockSize = bs;
+    Buffer cacheBuf = alloc(size_t(cache.desc.totalBytes()));
+    cache.data = cacheBuf.data();
+    std::vector<int64_t> perm(static_cast<size_t>(slotsN));
+    std::iota(perm.begin(), perm.end(), 0);
+    std::shuffle(perm.begin(), perm.end(), rng);
+    perm.resize(size_t(maxT));
+    Buffer slots = upload(perm);
+    Buffer kv = randomBf16(size_t(maxT * 512), rng), kp = randomBf16(size_t(maxT * 64), rng);
+    std::vector<int64_t> pos(static_cast<size_t>(maxT));
+    for (auto &p : pos)
+      p = int64_t(rng() % 8192);
+    Buffer posB = upload(pos);
+    std::vector<float> cs(static_cast<size_t>(8192 * 64));
+    for (int64_t p = 0; p < 8192; ++p)
+      for (int i = 0; i < 32; ++i) {
+        const double f = p * std::pow(10000.0, -2.0 * i / 64.0);
+        cs[size_t(p * 64 + i)] = float(std::cos(f));
+        cs[size_t(p * 64 + 32 + i)] = float(std::sin(f));
+      }
+    Buffer csB = upload(cs);
+    Buffer q = randomBf16(size_t(4096) * 128 * 64, rng);
+      for (int64_t T : {int64_t(1), int64_t(16), int64_t(256), int64_t(4096), int64_t(65536)}) {
+      CacheUpdateArgs a{ten(kv.data(), DType::BF16, {T, 512}),
+                        ten(kp.data(), DType::BF16, {T, 64}),
+                        ten(slots.data(), DType::I64, {T}), cache};
+      auto fn = [&] { CHECK(k.cacheUpdate(a, gStream)); };
+      double call = timeMs(fn, quick ? 20 : 100);
+      double ms = graphMs(fn);
+      add("cache_update bf16", "T=" + std::to_string(T), std::isnan(ms) ? call : ms,
+          double(T) * 2312, 0, call);
+    }
+    for (int Hq : {0, 16, 128})
+      for (int64_t T : {1, 16, 256, 4096}) {
+        RopeCacheUpdateArgs a;
+        a.kvC = ten(kv.data(), DType::BF16, {T, 512});
+        a.kPe = ten(kp.data(), DType::BF16, {T, 64});
+        a.slotMapping = ten(slots.data(), DType::I64, {T});
+        a.cache = cache;
+        a.positions = ten(posB.data(), DType::I64, {T});
+        a.cosSin = ten(csB.data(), DType::F32, {8192, 64});
+        if (Hq)
+          a.qPe = ten(q.data(), DType::BF16, {T, Hq, 64});
+        auto fn = [&] { CHECK(k.ropeCacheUpdate(a, gStream)); };
+        double call = timeMs(fn, quick ? 20 : 100);
+        double ms = graphMs(fn);
+        const double bytes = double(T) * (2312 + 128 + 8 + 256.0 * Hq);
+        add("rope+cache_update", "T=" + std::to_string(T) + " Hq=" + std::to_string(Hq),
+            std::isnan(ms) ? call : ms, bytes, 0, call);
+      }
+  }
+
+  // Decode attention.
+  for (int H : {16, 128})
+    for (int64_t B : {1, 32, 128})
+      for (int64_t L : {1024, 8192}) {
+        const int64_t bs = 64, perSeq = L / bs, numBlocks = B * perSeq + 1;
+        KVCacheRef cache;
+        cache.desc.numBlocks = numBlocks;
+        cache.desc.blockSize = bs;
+        Buffer cb = randomBf16(size_t(numBlocks * bs * 576), rng);
+        cache.data = cb.data();
+        std::vector<int32_t> ids(static_cast<size_t>(numBlocks - 1));
+        std::iota(ids.begin(), ids.end(), 1);
+        std::shuffle(ids.begin(), ids.end(), rng);
+        Buffer table = upload(ids);
+        Buffer lens = upload(std::vector<int32_t>(size_t(B), int32_t(L)));
+        Buffer q = randomBf16(size_t(B * H * 576), rng), out = alloc(size_t(B * H * 512 * 2)),
+               lse = alloc(size_t(B * H * 4));
+        DecodeAttentionArgs a;
+        a.q = ten(q.data(), DType::BF16, {B, int64_t(H), 576});
+        a.cache = cache;
+        a.blockTable = ten(table.data(), DType::I32, {B, perSeq});
+        a.seqLens = ten(lens.data(), DType::I32, {B});
+        a.softmaxScale = 0.1f;
+        a.out = ten(out.data(), DType::BF16, {B, int64_t(H), 512});
+        a.lse = ten(lse.data(), DType::F32, {B, int64_t(H)});
+        auto fn = [&] { CHECK(k.decodeAttention(a, gStream)); };
+        double call = timeMs(fn, quick ? 10 : 30);
+        double ms = graphMs(fn, B * L >= 32 * 8192 ? 4 : 20, 10);
+        if (std::isnan(ms))
+          ms = call;
+        const double bytes = double(B) * L * 1152 + double(B) * H * (576 + 512) * 2;
+        const double flops = 2.0 * B * H * L * (576 + 512);
+        add("decode bf16 bs64", "H=" + std::to_string(H) + " B=" + std::to_string(B) +
+                                    " L=" + std::to_string(L),
+            ms, bytes, flops, call);
+      }
+
+  // JSON.
+  if (FILE *f = std::fopen(jsonPath.c_str(), "w")) {
+    std::fprintf(f, "{\n  \"device\": \"%s\",\n  \"copy_gbs\": %.1f,\n  \"gemm_tflops\": %.1f,\n  \"rows\": [\n",
+                 dev->deviceName().c_str(), copyGBs, gemmTflops);
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const Row &r = rows[i];
+      std::fprintf(f,
+                   "    {\"kernel\": \"%s\", \"shape\": \"%s\", \"us\": %.3f, "
+                   "\"gbs\": %.1f, \"tflops\": %.2f, \"pct_copy\": %.1f, "
+                   "\"pct_gemm\": %.1f, \"us_per_call\": %.3f}%s\n",
+                   r.kernel.c_str(), r.shape.c_str(), r.us, r.gbs, r.tflops,
+                   r.pctCopy, r.pctGemm, std::isnan(r.usCall) ? -1.0 : r.usCall,
+                   i + 1 < rows.size() ? "," : "");
+    }
+    std::fprintf(f, "  ]\n}\n");
+    std::fclose(f);
+    std::printf("wrote %s\n", jsonPath.c_str());
+  }
+  return 0;
+}

@@ -1,0 +1,633 @@
+//===- CacheKernels.cu - cacheUpdate, rope and fused rope + cache update --===//
+//
+// One kernel does all three (template-free, flags in the parameters):
+//  * a warp per token rotates k_pe (in place, and into k_pe_out), then
+//    writes the cache row: plain layouts as 16-byte vector copies (when
+//    rows are 16-byte aligned), fp8 per-tensor and fp8_ds_mla with the same
+//    rounding as the CPU reference (tile amax by warp reduction);
+//  * all threads then rotate q_pe, one (token, head, pair) per thread.
+// Slots and positions are device data. Each call is all-or-nothing: for
+// small calls (<= kInlineCheck indices) every block scans all slots and
+// positions first and returns if any is bad (block 0 records why); larger
+// calls run a separate validation kernel first and the write kernel reads
+// its verdict. Every row write is additionally range-checked, so even a
+// racing misuse can never write outside the cache.
+//
+//===----------------------------------------------------------------------===//
+#include "cuda/CudaCommon.h"
+#include "cpu/IndexAccess.h"
+#include "cpu/RopeMath.h"
+#include "cpu/TensorAccess.h"
+
+#include <cmath>
+
+namespace mlart::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kWarps = kThreads / 32;
+constexpr int64_t kInlineCheck = 1024;
+
+struct WriteParams {
+  const uint8_t *kvC = nullptr;
+  int64_t kvStride = 0;
+  int kvType = 0;
+  uint8_t *kPe = nullptr;
+  int64_t kpStride = 0;
+  int kpType = 0;
+  const void *slots = nullptr;
+  int slot64 = 0;
+  int64_t slotStride = 0;
+  int64_t N = 0;
+  int64_t T = 0;
+  uint8_t *cache = nullptr;
+  int64_t rowBytes = 0, numSlots = 0, blockSize = 1;
+  int layout = 0, cacheType = 0;
+  float scale = 1.0f;
+  int latent = 0, rope = 0;
+  const uint8_t *wp = nullptr;
+  int doRope = 0;
+  const void *pos = nullptr;
+  int pos64 = 0;
+  int64_t posStride = 0;
+  const float *cs = nullptr;
+  int64_t csStride = 0, maxPos = 0;
+  int style = 1;
+  uint8_t *q = nullptr;
+  int qType = 0;
+  int64_t qS0 = 0, qS1 = 0;
+  int Hq = 0, qRope = 0;
+  uint8_t *kOut = nullptr;
+  int64_t kOutStride = 0;
+  int vec = 0;
+  DeviceErrorRecord *rec = nullptr;
+  int prevalidated = 0;
+};
+
+__device__ bool scanBad(const WriteParams &p, int64_t start, int64_t step,
+                        bool record) {
+  bool bad = false;
+  if (p.cache)
+    for (int64_t i = start; i < p.N; i += step) {
+      const int64_t s = loadIdx(p.slots, p.slot64, p.slotStride, i);
+      if (s < 0)
+        continue;
+      if (s >= p.numSlots) {
+        bad = true;
+        if (record)
+          atomicMin(&p.rec->badSlotIndex, int(i));
+      } else if (p.wp && p.wp[s / p.blockSize]) {
+        bad = true;
+        if (record) {
+          atomicMin(&p.rec->refusedIndex, int(i));
+          atomicAdd(&p.rec->refusedRows, 1ull);
+        }
+      }
+    }
+  if (p.doRope)
+    for (int64_t i = start; i < p.T; i += step) {
+      const int64_t x = loadIdx(p.pos, p.pos64, p.posStride, i);
+      if (x < 0 || x >= p.maxPos) {
+        bad = true;
+        if (record)
+          atomicMin(&p.rec->badPosIndex, int(i));
+      }
+    }
+  return bad;
+}
+
+__global__ void validateKernel(WriteParams p) {
+  const int64_t tid = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int64_t step = int64_t(gridDim.x) * blockDim.x;
+  if (scanBad(p, tid, step, true))
+    atomicExch(&p.rec->callFailed, 1);
+}
+
+__device__ __forceinline__ void rotatePair(uint8_t *row, int type, int64_t a,
+                                           int64_t b, float c, float s,
+                                           float &r0, float &r1) {
+  const float x0 = loadF(row, type, a), x1 = loadF(row, type, b);
+  // No FMA contraction: the CPU reference rounds each product.
+  r0 = __fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, s));
+  r1 = __fadd_rn(__fmul_rn(x1, c), __fmul_rn(x0, s));
+}
+
+__device__ void writeRow(const WriteParams &p, const uint8_t *kv,
+                         const uint8_t *kp, uint8_t *row, int lane) {
+  if (p.layout == int(CacheLayout::Plain)) {
+    const int es = p.cacheType == int(DType::F32) ? 4 : 2;
+    if (p.vec) {
+      const int lc = p.latent * es / 16, rc = p.rope * es / 16;
+      for (int c = lane; c < lc + rc; c += 32) {
+        const uint4 *src = c < lc ? reinterpret_cast<const uint4 *>(kv) + c
+                                  : reinterpret_cast<const uint4 *>(kp) + (c - lc);
+        reinterpret_cast<uint4 *>(row)[c] = *src;
+      }
+    } else if (es == 2) {
+      for (int i = lane; i < p.latent + p.rope; i += 32)
+        reinterpret_cast<uint16_t *>(row)[i] =
+            i < p.latent ? reinterpret_cast<const uint16_t *>(kv)[i]
+                         : reinterpret_cast<const uint16_t *>(kp)[i - p.latent];
+    } else {
+      for (int i = lane; i < p.latent + p.rope; i += 32)
+        reinterpret_cast<uint32_t *>(row)[i] =
+            i < p.latent ? reinterpret_cast<const uint32_t *>(kv)[i]
+                         : reinterpret_cast<const uint32_t *>(kp)[i - p.latent];
+    }
+    return;
+  }
+  if (p.layout == int(CacheLayout::Fp8PerTensor)) {
+    for (int i = lane; i < p.latent + p.rope; i += 32) {
+      const float v = i < p.latent ? loadF(kv, p.kvType, i)
+                                   : loadF(kp, p.kpType, i - p.latent);
+      row[i] = floatToFp8Bits(__fdiv_rn(v, p.scale));
+    }
+    return;
+  }
+  // fp8_ds_mla: per 128-value tile, scale = max(amax / 448, FLT_MIN).
+  uint8_t *scales = row + p.latent;
+  uint8_t *ropeOut = scales + 4 * (p.latent / 128);
+  for (int tile = 0; tile < p.latent / 128; ++tile) {
+    float v[4];
+    float amax = 0.0f;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      v[j] = loadF(kv, p.kvType, tile * 128 + lane + 32 * j);
+      amax = fmaxf(amax, fabsf(v[j]));
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1)
+      amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+    const float ts = fmaxf(__fdiv_rn(amax, 448.0f), FLT_MIN);
+    if (lane == 0)
+      reinterpret_cast<float *>(scales)[tile] = ts;
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+      row[tile * 128 + lane + 32 * j] = floatToFp8Bits(__fdiv_rn(v[j], ts));
+  }
+  for (int i = lane; i < p.rope; i += 32)
+    reinterpret_cast<uint16_t *>(ropeOut)[i] =
+        floatToBf16Bits(loadF(kp, p.kpType, i));
+}
+
+/// Rotates q_pe: bf16 with rope 64 and 16-byte aligned rows takes 16-byte
+/// vectors (NeoX: 8 elements of each half per item; GPT-J: 4 pairs per
+/// item); anything else one pair per item.
+__device__ void rotateQ(const WriteParams &p) {
+  const int half = p.rope / 2;
+  const int64_t step = int64_t(gridDim.x) * blockDim.x;
+  const int64_t first = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (p.vec & 2) {
+    const int groups = p.style == 0 ? 8 : 4; // items per head
+    const int64_t items = p.T * p.Hq * groups;
+    for (int64_t it = first; it < items; it += step) {
+      const int g = int(it % groups);
+      const int64_t th = it / groups;
+      const int h = int(th % p.Hq);
+      const int64_t t = th / p.Hq;
+      uint16_t *row = reinterpret_cast<uint16_t *>(p.q) + t * p.qS0 + h * p.qS1;
+      const float *cs = p.cs + loadIdx(p.pos, p.pos64, p.posStride, t) * p.csStride;
+      if (p.style == 0) { // GPT-J: elements 8g..8g+7 = pairs 4g..4g+3
+        uint4 v = *reinterpret_cast<const uint4 *>(row + 8 * g);
+        uint16_t *e = reinterpret_cast<uint16_t *>(&v);
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          const float c = cs[4 * g + j], sn = cs[half + 4 * g + j];
+          const float x0 = bf16BitsToFloat(e[2 * j]), x1 = bf16BitsToFloat(e[2 * j + 1]);
+          e[2 * j] = floatToBf16Bits(__fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, sn)));
+          e[2 * j + 1] = floatToBf16Bits(__fadd_rn(__fmul_rn(x1, c), __fmul_rn(x0, sn)));
+        }
+        *reinterpret_cast<uint4 *>(row + 8 * g) = v;
+      } else { // NeoX: elements 8g..8g+7 with 32+8g..32+8g+7
+        uint4 va = *reinterpret_cast<const uint4 *>(row + 8 * g);
+        uint4 vb = *reinterpret_cast<const uint4 *>(row + half + 8 * g);
+        uint16_t *ea = reinterpret_cast<uint16_t *>(&va);
+        uint16_t *eb = reinterpret_cast<uint16_t *>(&vb);
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+          const float c = cs[8 * g + j], sn = cs[half + 8 * g + j];
+          const float x0 = bf16BitsToFloat(ea[j]), x1 = bf16BitsToFloat(eb[j]);
+          ea[j] = floatToBf16Bits(__fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, sn)));
+          eb[j] = floatToBf16Bits(__fadd_rn(__fmul_rn(x1, c), __fmul_rn(x0, sn)));
+        }
+        *reinterpret_cast<uint4 *>(row + 8 * g) = va;
+        *reinterpret_cast<uint4 *>(row + half + 8 * g) = vb;
+      }
+    }
+    return;
+  }
+  const int qes = p.qType == int(DType::F32) ? 4 : 2;
+  const int64_t items = p.T * p.Hq * half;
+  for (int64_t it = first; it < items; it += step) {
+    const int i = int(it % half);
+    const int64_t th = it / half;
+    const int h = int(th % p.Hq);
+    const int64_t t = th / p.Hq;
+    uint8_t *row = p.q + (t * p.qS0 + h * p.qS1) * qes;
+    const float *cs = p.cs + loadIdx(p.pos, p.pos64, p.posStride, t) * p.csStride;
+    const int64_t a = p.style == 0 ? 2 * i : i;
+    const int64_t b = p.style == 0 ? 2 * i + 1 : i + half;
+    float r0, r1;
+    rotatePair(row, p.qType, a, b, cs[i], cs[half + i], r0, r1);
+    storeF(row, p.qType, a, r0);
+    storeF(row, p.qType, b, r1);
+  }
+}
+
+/// Generic per-token path (any layout): rotate k_pe in place, then encode.
+__device__ void tokenGeneric(const WriteParams &p, int64_t t, int lane) {
+  const int half = p.rope / 2;
+  const int kes = p.kpType == int(DType::F32) ? 4 : 2;
+  uint8_t *kp = p.kPe + t * p.kpStride * kes;
+  if (p.doRope) {
+    const float *cs = p.cs + loadIdx(p.pos, p.pos64, p.posStride, t) * p.csStride;
+    for (int i = lane; i < half; i += 32) {
+      const int64_t a = p.style == 0 ? 2 * i : i;
+      const int64_t b = p.style == 0 ? 2 * i + 1 : i + half;
+      float r0, r1;
+      rotatePair(kp, p.kpType, a, b, cs[i], cs[half + i], r0, r1);
+      storeF(kp, p.kpType, a, r0);
+      storeF(kp, p.kpType, b, r1);
+      if (p.kOut) {
+        uint8_t *ko = p.kOut + t * p.kOutStride * kes;
+        storeF(ko, p.kpType, a, r0);
+        storeF(ko, p.kpType, b, r1);
+      }
+    }
+    __syncwarp();
+  }
+  if (p.cache && t < p.N) {
+    const int64_t s = loadIdx(p.slots, p.slot64, p.slotStride, t);
+    if (s >= 0 && s < p.numSlots && !(p.wp && p.wp[s / p.blockSize])) {
+      const int vkes = p.kvType == int(DType::F32) ? 4 : 2;
+      writeRow(p, p.kvC + t * p.kvStride * vkes, kp, p.cache + s * p.rowBytes,
+               lane);
+    }
+  }
+}
+
+/// Fast per-token path (plain cache, 16-byte rows, rope <= 64, row <= 96
+/// chunks): every load is issued before any store, and before the
+/// validation barrier, so a small call costs about two memory round trips.
+struct TokenRegs {
+  int64_t slot;
+  uint4 v[3];
+  float x0, x1, c, sn;
+};
+
+__device__ __forceinline__ void tokenLoad(const WriteParams &p, int64_t t,
+                                          int lane, TokenRegs &r) {
+  const int es = p.cacheType == int(DType::F32) ? 4 : 2;
+  const int lc = p.latent * es / 16, rc = p.doRope ? 0 : p.rope * es / 16;
+  r.slot = (p.cache && t < p.N) ? loadIdx(p.slots, p.slot64, p.slotStride, t) : -1;
+  const uint8_t *kv = p.kvC + t * p.kvStride * es;
+  const uint8_t *kp = p.kPe + t * p.kpStride * es;
+#pragma unroll
+  for (int k = 0; k < 3; ++k) {
+    const int ch = lane + 32 * k;
+    if (r.slot >= 0 && ch < lc + rc)
+      r.v[k] = ch < lc ? reinterpret_cast<const uint4 *>(kv)[ch]
+                       : reinterpret_cast<const uint4 *>(kp)[ch - lc];
+  }
+  const int half = p.rope / 2;
+  if (p.doRope && lane < half) {
+    const float *cs = p.cs + loadIdx(p.pos, p.pos64, p.posStride, t) * p.csStride;
+    const int64_t a = p.style == 0 ? 2 * lane : lane;
+    const int64_t b = p.style == 0 ? 2 * lane + 1 : lane + half;
+    r.x0 = loadF(kp, p.kpType, a);
+    r.x1 = loadF(kp, p.kpType, b);
+    r.c = cs[lane];
+    r.sn = cs[half + lane];
+  }
+}
+
+__device__ __forceinline__ void tokenStore(const WriteParams &p, int64_t t,
+                                           int lane, const TokenRegs &r) {
+  const int es = p.cacheType == int(DType::F32) ? 4 : 2;
+  const int lc = p.latent * es / 16, rc = p.doRope ? 0 : p.rope * es / 16;
+  const bool write = r.slot >= 0 && r.slot < p.numSlots &&
+                     !(p.wp && p.wp[r.slot / p.blockSize]);
+  uint8_t *row = p.cache + (write ? r.slot : 0) * p.rowBytes;
+  if (write) {
+#pragma unroll
+    for (int k = 0; k < 3; ++k) {
+      const int ch = lane + 32 * k;
+      if (ch < lc + rc)
+        reinterpret_cast<uint4 *>(row)[ch] = r.v[k];
+    }
+  }
+  const int half = p.rope / 2;
+  if (p.doRope && lane < half) {
+    const int64_t a = p.style == 0 ? 2 * lane : lane;
+    const int64_t b = p.style == 0 ? 2 * lane + 1 : lane + half;
+    const float r0 = __fsub_rn(__fmul_rn(r.x0, r.c), __fmul_rn(r.x1, r.sn));
+    const float r1 = __fadd_rn(__fmul_rn(r.x1, r.c), __fmul_rn(r.x0, r.sn));
+    uint8_t *kp = p.kPe + t * p.kpStride * es;
+    storeF(kp, p.kpType, a, r0);
+    storeF(kp, p.kpType, b, r1);
+    if (p.kOut) {
+      uint8_t *ko = p.kOut + t * p.kOutStride * es;
+      storeF(ko, p.kpType, a, r0);
+      storeF(ko, p.kpType, b, r1);
+    }
+    if (write) {
+      uint8_t *rr = row + int64_t(p.latent) * es;
+      storeF(rr, p.kpType, a, r0);
+      storeF(rr, p.kpType, b, r1);
+    }
+  }
+}
+
+__global__ void __launch_bounds__(kThreads)
+    ropeCacheWriteKernel(WriteParams p) {
+  const int lane = threadIdx.x & 31;
+  const int64_t warp = int64_t(blockIdx.x) * kWarps + (threadIdx.x >> 5);
+  const int64_t nWarps = int64_t(gridDim.x) * kWarps;
+  const bool fast = (p.vec & 1) && p.kPe;
+  if (!p.prevalidated) {
+    // Small call: at most one token per warp. Load first, then vote.
+    TokenRegs r;
+    r.slot = -1;
+    if (fast && warp < p.T)
+      tokenLoad(p, warp, lane, r);
+    if (__syncthreads_or(scanBad(p, threadIdx.x, blockDim.x, blockIdx.x == 0)))
+      return;
+    if (p.kPe && warp < p.T) {
+      if (fast)
+        tokenStore(p, warp, lane, r);
+      else
+        tokenGeneric(p, warp, lane);
+    }
+  } else {
+    if (*reinterpret_cast<volatile int *>(&p.rec->callFailed))
+      return;
+    if (p.kPe && fast) {
+      // Two tokens per step: six 16-byte loads in flight per lane.
+      for (int64_t t = warp; t < p.T; t += 2 * nWarps) {
+        TokenRegs r0, r1;
+        const bool second = t + nWarps < p.T;
+        tokenLoad(p, t, lane, r0);
+        if (second)
+          tokenLoad(p, t + nWarps, lane, r1);
+        tokenStore(p, t, lane, r0);
+        if (second)
+          tokenStore(p, t + nWarps, lane, r1);
+      }
+    } else if (p.kPe) {
+      for (int64_t t = warp; t < p.T; t += nWarps)
+        tokenGeneric(p, t, lane);
+    }
+  }
+  if (p.q && p.doRope)
+    rotateQ(p);
+}
+
+Status checkInputType(const TensorRef &t, const char *name,
+                      const KVCacheDesc &desc) {
+  if (desc.layout == CacheLayout::Plain) {
+    if (t.dtype != desc.dtype)
+      return invalidArgument(std::string(name) + " must have the cache dtype " +
+                             dtypeName(desc.dtype) + ", got " + t.describe());
+  } else if (!isFloatType(t.dtype)) {
+    return invalidArgument(std::string(name) +
+                           " must be f32, f16 or bf16 for an fp8 cache on "
+                           "CUDA, got " + t.describe());
+  }
+  return Status::success();
+}
+
+/// Host-side part of validateCacheWrite: everything but the slot values.
+Status checkCacheWrite(const TensorRef &kvC, const TensorRef &kPe,
+                       const TensorRef &slotMapping, const KVCacheRef &cache) {
+  using namespace mlart::cpu;
+  const KVCacheDesc &desc = cache.desc;
+  MLART_RETURN_IF_ERROR(desc.validate());
+  if (!cache.data)
+    return invalidArgument("cache has no memory");
+  if (desc.layout == CacheLayout::Fp8PerTensor &&
+      (!std::isfinite(cache.scale) || cache.scale <= 0.0f))
+    return invalidArgument("fp8 cache scale must be finite and > 0, got " +
+                           std::to_string(cache.scale));
+  if (desc.layout == CacheLayout::Fp8DsMla && desc.latentRank % 128 != 0)
+    return invalidArgument("fp8_ds_mla needs a latent rank divisible by 128");
+  MLART_RETURN_IF_ERROR(checkTensor(kvC, "kv_c", 2));
+  MLART_RETURN_IF_ERROR(checkTensor(kPe, "k_pe", 2));
+  MLART_RETURN_IF_ERROR(checkIndexTensor(slotMapping, "slot_mapping"));
+  if (kvC.sizes[1] != desc.latentRank)
+    return invalidArgument("kv_c must have " + std::to_string(desc.latentRank) +
+                           " columns (the cache latent rank), got " +
+                           kvC.describe());
+  if (kPe.sizes[1] != desc.ropeDim)
+    return invalidArgument("k_pe must have " + std::to_string(desc.ropeDim) +
+                           " columns (the cache rope dim), got " +
+                           kPe.describe());
+  if (kPe.sizes[0] != kvC.sizes[0])
+    return invalidArgument("kv_c " + kvC.describe() + " and k_pe " +
+                           kPe.describe() + " disagree on the token count");
+  MLART_RETURN_IF_ERROR(checkInputType(kvC, "kv_c", desc));
+  MLART_RETURN_IF_ERROR(checkInputType(kPe, "k_pe", desc));
+  if (slotMapping.sizes[0] > kvC.sizes[0])
+    return invalidArgument("slot_mapping has " +
+                           std::to_string(slotMapping.sizes[0]) +
+                           " entries for " + std::to_string(kvC.sizes[0]) +
+                           " tokens");
+  if (kvC.sizes[0] > INT_MAX)
+    return invalidArgument("too many tokens for one call");
+  if (cache.writeProtect && !isDeviceAccessible(cache.writeProtect))
+    return invalidArgument("checked mode on CUDA needs writeProtect flags in "
+                           "device-accessible memory");
+  return Status::success();
+}
+
+Status checkRopeTables(const TensorRef &positions, const TensorRef &cosSin,
+                       int64_t numTokens, int64_t ropeDim) {
+  using namespace mlart::cpu;
+  MLART_RETURN_IF_ERROR(checkIndexTensor(positions, "positions"));
+  MLART_RETURN_IF_ERROR(checkTensor(cosSin, "cos_sin", 2));
+  if (cosSin.dtype != DType::F32)
+    return invalidArgument("cos_sin must be f32, got " + cosSin.describe());
+  if (cosSin.sizes[1] != ropeDim)
+    return invalidArgument("cos_sin must have " + std::to_string(ropeDim) +
+                           " columns (cos then sin), got " + cosSin.describe());
+  if (positions.sizes[0] != numTokens)
+    return invalidArgument("positions has " +
+                           std::to_string(positions.sizes[0]) +
+                           " entries for " + std::to_string(numTokens) +
+                           " tokens");
+  return Status::success();
+}
+
+bool aligned16(const void *p, int64_t strideBytes) {
+  return (reinterpret_cast<uintptr_t>(p) % 16 == 0) && strideBytes % 16 == 0;
+}
+
+void fillCache(WriteParams &p, const TensorRef &kvC, const TensorRef &kPe,
+               const TensorRef &slots, const KVCacheRef &cache) {
+  const KVCacheDesc &d = cache.desc;
+  p.kvC = static_cast<const uint8_t *>(kvC.data);
+  p.kvStride = kvC.strides[0];
+  p.kvType = int(kvC.dtype);
+  p.slots = slots.data;
+  p.slot64 = slots.dtype == DType::I64;
+  p.slotStride = slots.strides[0];
+  p.N = slots.sizes[0];
+  p.cache = static_cast<uint8_t *>(cache.data);
+  p.rowBytes = d.rowBytes();
+  p.numSlots = d.numSlots();
+  p.blockSize = d.blockSize;
+  p.layout = int(d.layout);
+  p.cacheType = int(d.dtype);
+  p.scale = cache.scale;
+  p.latent = int(d.latentRank);
+  p.rope = int(d.ropeDim);
+  p.wp = cache.writeProtect;
+  const int64_t es = int64_t(dtypeSize(kvC.dtype));
+  const int64_t chunks = d.rowValues() * es / 16;
+  p.vec = (d.layout == CacheLayout::Plain &&
+           aligned16(kvC.data, kvC.strides[0] * es) &&
+           aligned16(kPe.data, kPe.strides[0] * es) &&
+           aligned16(cache.data, p.rowBytes) && (d.latentRank * es) % 16 == 0 &&
+           (d.ropeDim * es) % 16 == 0 && d.ropeDim <= 64 && chunks <= 96)
+              ? 1
+              : 0;
+}
+
+Status launch(CudaContext &ctx, WriteParams &p, cudaStream_t stream,
+              const TensorRef *slots, const TensorRef *positions,
+              const KVCacheRef *cache) {
+  if (p.q && p.qType == int(DType::BF16) && p.rope == 64 &&
+      reinterpret_cast<uintptr_t>(p.q) % 16 == 0 && p.qS0 % 8 == 0 &&
+      (p.qS1 % 8 == 0 || p.Hq == 1))
+    p.vec |= 2;
+  std::unique_lock<std::mutex> lock(ctx.recordMutex, std::defer_lock);
+  if (ctx.synchronousChecks) {
+    lock.lock();
+    MLART_RETURN_IF_ERROR(resetRecord(ctx, stream));
+  }
+  p.rec = ctx.deviceRecord;
+  const int64_t checks = std::max(p.cache ? p.N : 0, p.doRope ? p.T : 0);
+  p.prevalidated = checks > kInlineCheck;
+  if (p.prevalidated) {
+    MLART_CUDA_CHECK(cudaMemsetAsync(&p.rec->callFailed, 0, sizeof(int), stream),
+                     "reset call flag");
+    validateKernel<<<gridFor(checks, kThreads, int64_t(ctx.smCount) * 8),
+                     kThreads, 0, stream>>>(p);
+    MLART_CUDA_CHECK_LAUNCH("validateKernel");
+  }
+  const int64_t tokenBlocks = p.kPe ? (p.T + kWarps - 1) / kWarps : 0;
+  const int64_t qItems = (p.vec & 2) ? p.T * p.Hq * (p.style == 0 ? 8 : 4)
+                                     : p.T * p.Hq * (p.rope / 2);
+  const int64_t qBlocks = p.q ? (qItems + kThreads - 1) / kThreads : 0;
+  // Large calls: two tokens per warp (see the kernel).
+  const int64_t tb = p.prevalidated ? (tokenBlocks + 1) / 2 : tokenBlocks;
+  int64_t blocks = std::max<int64_t>(1, std::max(tb, qBlocks));
+  blocks = std::min<int64_t>(blocks, int64_t(ctx.smCount) * 64);
+  ropeCacheWriteKernel<<<unsigned(blocks), kThreads, 0, stream>>>(p);
+  MLART_CUDA_CHECK_LAUNCH("ropeCacheWriteKernel");
+  if (!ctx.synchronousChecks)
+    return Status::success();
+  return readRecord(ctx, stream, slots, positions,
+                    cache ? cache->desc.blockSize : 1,
+                    cache ? cache->desc.numSlots() : 0,
+                    cache ? cache->refusedWrites : nullptr);
+}
+
+} // namespace
+
+Status cacheUpdate(CudaContext &ctx, const CacheUpdateArgs &a,
+                   cudaStream_t stream) {
+  MLART_RETURN_IF_ERROR(checkCacheWrite(a.kvC, a.kPe, a.slotMapping, a.cache));
+  WriteParams p;
+  fillCache(p, a.kvC, a.kPe, a.slotMapping, a.cache);
+  p.kPe = static_cast<uint8_t *>(a.kPe.data);
+  p.kpStride = a.kPe.strides[0];
+  p.kpType = int(a.kPe.dtype);
+  p.T = a.kvC.sizes[0];
+  if (p.N == 0)
+    return Status::success();
+  p.T = std::min(p.T, p.N); // padded tokens past the mapping write nothing
+  return launch(ctx, p, stream, &a.slotMapping, nullptr, &a.cache);
+}
+
+Status rope(CudaContext &ctx, const RopeArgs &a, cudaStream_t stream) {
+  using namespace mlart::cpu;
+  MLART_RETURN_IF_ERROR(checkRopeStyle(a.style));
+  MLART_RETURN_IF_ERROR(checkRopeOperand(a.x, "x", true, true));
+  const int64_t T = a.x.sizes[0], rope = a.x.sizes[a.x.rank - 1];
+  MLART_RETURN_IF_ERROR(checkRopeTables(a.positions, a.cosSin, T, rope));
+  if (T == 0)
+    return Status::success();
+  WriteParams p;
+  p.T = T;
+  p.rope = int(rope);
+  p.doRope = 1;
+  p.pos = a.positions.data;
+  p.pos64 = a.positions.dtype == DType::I64;
+  p.posStride = a.positions.strides[0];
+  p.cs = static_cast<const float *>(a.cosSin.data);
+  p.csStride = a.cosSin.strides[0];
+  p.maxPos = a.cosSin.sizes[0];
+  p.style = int(a.style);
+  p.q = static_cast<uint8_t *>(a.x.data);
+  p.qType = int(a.x.dtype);
+  p.qS0 = a.x.strides[0];
+  p.qS1 = a.x.rank == 3 ? a.x.strides[1] : 0;
+  p.Hq = a.x.rank == 3 ? int(a.x.sizes[1]) : 1;
+  if (p.Hq == 0)
+    return Status::success();
+  return launch(ctx, p, stream, nullptr, &a.positions, nullptr);
+}
+
+Status ropeCacheUpdate(CudaContext &ctx, const RopeCacheUpdateArgs &a,
+                       cudaStream_t stream) {
+  using namespace mlart::cpu;
+  MLART_RETURN_IF_ERROR(checkRopeStyle(a.style));
+  MLART_RETURN_IF_ERROR(checkRopeOperand(a.kPe, "k_pe", true, false));
+  MLART_RETURN_IF_ERROR(
+      checkRopeTables(a.positions, a.cosSin, a.kPe.sizes[0], a.kPe.sizes[1]));
+  const int64_t ropeDim = a.kPe.sizes[1];
+  if (a.qPe.present()) {
+    MLART_RETURN_IF_ERROR(checkRopeOperand(a.qPe, "q_pe", false, true));
+    if (a.qPe.sizes[0] != a.kPe.sizes[0] || a.qPe.sizes[2] != ropeDim)
+      return invalidArgument("q_pe " + a.qPe.describe() +
+                             " does not match k_pe " + a.kPe.describe());
+  }
+  if (a.kPeOut.present()) {
+    MLART_RETURN_IF_ERROR(checkRopeOperand(a.kPeOut, "k_pe_out", true, false));
+    if (a.kPeOut.sizes[0] != a.kPe.sizes[0] || a.kPeOut.sizes[1] != ropeDim ||
+        a.kPeOut.dtype != a.kPe.dtype)
+      return invalidArgument("k_pe_out " + a.kPeOut.describe() +
+                             " must match k_pe " + a.kPe.describe());
+  }
+  MLART_RETURN_IF_ERROR(checkCacheWrite(a.kvC, a.kPe, a.slotMapping, a.cache));
+  WriteParams p;
+  fillCache(p, a.kvC, a.kPe, a.slotMapping, a.cache);
+  p.kPe = static_cast<uint8_t *>(a.kPe.data);
+  p.kpStride = a.kPe.strides[0];
+  p.kpType = int(a.kPe.dtype);
+  p.T = a.kvC.sizes[0];
+  p.doRope = 1;
+  p.pos = a.positions.data;
+  p.pos64 = a.positions.dtype == DType::I64;
+  p.posStride = a.positions.strides[0];
+  p.cs = static_cast<const float *>(a.cosSin.data);
+  p.csStride = a.cosSin.strides[0];
+  p.maxPos = a.cosSin.sizes[0];
+  p.style = int(a.style);
+  if (a.qPe.present() && a.qPe.sizes[1] > 0) {
+    p.q = static_cast<uint8_t *>(a.qPe.data);
+    p.qType = int(a.qPe.dtype);
+    p.qS0 = a.qPe.strides[0];
+    p.qS1 = a.qPe.strides[1];
+    p.Hq = int(a.qPe.sizes[1]);
+  }
+  if (a.kPeOut.present()) {
+    p.kOut = static_cast<uint8_t *>(a.kPeOut.data);
+    p.kOutStride = a.kPeOut.strides[0];
+  }
+  if (p.T == 0)
+    return Status::success();
+  return launch(ctx, p, stream, &a.slotMapping, &a.positions, &a.cache);
+}
+
+} // namespace mlart::cuda

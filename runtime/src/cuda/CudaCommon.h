@@ -1,0 +1,241 @@
+//===- CudaCommon.h - Internal helpers of the CUDA backend ----------------===//
+//
+// Error checking (every CUDA call and every launch becomes a Status with the
+// call, the CUDA error name and its message), the per-device state the
+// kernel library needs (device error record, cuBLAS handle), and device-side
+// scalar conversions that round exactly like mlart/DType.h.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MLART_CUDA_CUDACOMMON_H
+#define MLART_CUDA_CUDACOMMON_H
+
+#include "mlart/CudaDevice.h"
+#include "mlart/Kernels.h"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cfloat>
+#include <climits>
+#include <cstdint>
+#include <mutex>
+#include <string>
+
+namespace mlart::cuda {
+
+/// A readable Status for a failed CUDA call ("cudaMalloc(1024 bytes):
+/// cudaErrorMemoryAllocation: out of memory").
+Status cudaError(cudaError_t e, const std::string &what);
+
+#define MLART_CUDA_CHECK(expr, what)                                           \
+  do {                                                                         \
+    cudaError_t mlart_cuda_err_ = (expr);                                      \
+    if (mlart_cuda_err_ != cudaSuccess)                                        \
+      return ::mlart::cuda::cudaError(mlart_cuda_err_, (what));               \
+  } while (0)
+
+/// Call after every launch: configuration errors show up here at once,
+/// asynchronous faults at the next synchronising call.
+#define MLART_CUDA_CHECK_LAUNCH(name)                                          \
+  MLART_CUDA_CHECK(cudaGetLastError(), std::string("launch of ") + (name))
+
+/// Device-side error record of the cache-writing and paged-reading kernels.
+/// Index fields hold the smallest offending index (INT_MAX: none).
+struct DeviceErrorRecord {
+  int callFailed;     ///< set by the separate validation kernel of this call
+  int badSlotIndex;   ///< slot_mapping index with slot >= numSlots
+  int refusedIndex;   ///< first slot_mapping index into a protected block
+  int badPosIndex;    ///< positions index outside the cos/sin table
+  int badSeqIndex;    ///< paged read: sequence with a bad length / block id
+  int badScale;      // quantize: the scale is not finite and > 0
+  unsigned long long refusedRows; ///< rows refused by checked mode
+};
+
+class Blas;
+
+/// What the kernel library needs from its device.
+struct CudaContext {
+  int ordinal = 0;
+  int smCount = 0;
+  DeviceErrorRecord *deviceRecord = nullptr; ///< device memory
+  DeviceErrorRecord *hostRecord = nullptr;   ///< pinned host memory
+  std::mutex recordMutex;
+  bool synchronousChecks = true;
+  Blas *blas = nullptr;
+};
+
+/// Resets the device record on `stream` (stream-ordered).
+Status resetRecord(CudaContext &ctx, cudaStream_t stream);
+/// Copies the record back, synchronises and turns it into a Status. `slots`,
+/// `positions` (may be absent) let the message quote the offending values.
+/// Refused rows are added to `refusedWrites` (host counter) when non-null.
+Status readRecord(CudaContext &ctx, cudaStream_t stream,
+                  const TensorRef *slots, const TensorRef *positions,
+                  int64_t blockSize, int64_t numSlots,
+                  uint64_t *refusedWrites);
+
+/// Host-side checks that need no device data.
+bool isFloatType(DType t);
+/// True when the pointer can be read by kernels (device, managed, or mapped
+/// host memory).
+bool isDeviceAccessible(const void *p);
+
+// --- Kernel entry points, one per KernelLibrary member. --------------------
+Status cacheUpdate(CudaContext &, const CacheUpdateArgs &, cudaStream_t);
+Status rope(CudaContext &, const RopeArgs &, cudaStream_t);
+Status ropeCacheUpdate(CudaContext &, const RopeCacheUpdateArgs &,
+                       cudaStream_t);
+Status decodeAttention(CudaContext &, const DecodeAttentionArgs &,
+                       cudaStream_t);
+Status prefillAttention(CudaContext &, const PrefillAttentionArgs &,
+                        cudaStream_t);
+Status qAbsorb(CudaContext &, const QAbsorbArgs &, cudaStream_t);
+Status vUp(CudaContext &, const VUpArgs &, cudaStream_t);
+Status linear(CudaContext &, const LinearArgs &, cudaStream_t);
+Status qConcat(CudaContext &, const QConcatArgs &, cudaStream_t);
+Status quantize(CudaContext &, const QuantizeArgs &, cudaStream_t);
+Status rmsNorm(CudaContext &, const RmsNormArgs &, cudaStream_t);
+Status add(CudaContext &, const AddArgs &, cudaStream_t);
+
+/// The KernelLibrary of one CudaDevice.
+class CudaKernelLibrary final : public KernelLibrary {
+public:
+  explicit CudaKernelLibrary(CudaContext *ctx) : ctx_(ctx) {}
+  const char *name() const override { return "cuda-sm90a"; }
+#define MLART_CUDA_FORWARD(fn, Args)                                           \
+  Status fn(const Args &a, StreamHandle s) const override {                    \
+    return cuda::fn(*ctx_, a, static_cast<cudaStream_t>(s));                   \
+  }
+  MLART_CUDA_FORWARD(cacheUpdate, CacheUpdateArgs)
+  MLART_CUDA_FORWARD(rope, RopeArgs)
+  MLART_CUDA_FORWARD(ropeCacheUpdate, RopeCacheUpdateArgs)
+  MLART_CUDA_FORWARD(decodeAttention, DecodeAttentionArgs)
+  MLART_CUDA_FORWARD(prefillAttention, PrefillAttentionArgs)
+  MLART_CUDA_FORWARD(qAbsorb, QAbsorbArgs)
+  MLART_CUDA_FORWARD(vUp, VUpArgs)
+  MLART_CUDA_FORWARD(qConcat, QConcatArgs)
+  MLART_CUDA_FORWARD(quantize, QuantizeArgs)
+  MLART_CUDA_FORWARD(rmsNorm, RmsNormArgs)
+  MLART_CUDA_FORWARD(linear, LinearArgs)
+  MLART_CUDA_FORWARD(add, AddArgs)
+#undef MLART_CUDA_FORWARD
+private:
+  CudaContext *ctx_;
+};
+
+// --- Device-side scalar conversions (bit-identical to DType.cpp). ----------
+#ifdef __CUDACC__
+__device__ __forceinline__ float bf16BitsToFloat(uint16_t h) {
+  return __uint_as_float(uint32_t(h) << 16);
+}
+__device__ __forceinline__ uint16_t floatToBf16Bits(float f) {
+  uint32_t u = __float_as_uint(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u)
+    return uint16_t((u >> 16) | 0x40);
+  uint32_t rounding = 0x7fffu + ((u >> 16) & 1u);
+  return uint16_t((u + rounding) >> 16);
+}
+__device__ __forceinline__ float f16BitsToFloat(uint16_t h) {
+  return __half2float(__ushort_as_half(h));
+}
+__device__ __forceinline__ uint16_t floatToF16Bits(float f) {
+  // __float2half_rn rounds to nearest even, with overflow to inf and NaN kept.
+  return __half_as_ushort(__float2half_rn(f));
+}
+__device__ __forceinline__ float fp8BitsToFloat(uint8_t v) {
+  uint32_t sign = v & 0x80u, exp = (v >> 3) & 0xfu, mant = v & 0x7u;
+  float r;
+  if (exp == 0xf && mant == 0x7)
+    r = __int_as_float(0x7fc00000);
+  else if (exp == 0)
+    r = ldexpf(float(mant), -9);
+  else
+    r = ldexpf(1.0f + float(mant) / 8.0f, int(exp) - 7);
+  return sign ? -r : r;
+}
+__device__ __forceinline__ uint8_t floatToFp8Bits(float f) {
+  if (isnan(f))
+    return 0x7f;
+  uint8_t sign = signbit(f) ? 0x80 : 0x00;
+  float a = fabsf(f);
+  if (a >= 448.0f)
+    return uint8_t(sign | 0x7e);
+  if (a < 0.015625f) {
+    float m = rintf(a * 512.0f);
+    return uint8_t(sign | uint8_t(m));
+  }
+  int e;
+  float frac = frexpf(a, &e);
+  int exp = e - 1;
+  float m = rintf(__fmul_rn(__fsub_rn(__fmul_rn(2.0f, frac), 1.0f), 8.0f));
+  if (m >= 8.0f) {
+    m = 0.0f;
+    ++exp;
+  }
+  int biased = exp + 7;
+  int bits = (biased << 3) | int(m);
+  if (bits > 0x7e)
+    bits = 0x7e;
+  return uint8_t(sign | bits);
+}
+/// Element i of a float-typed buffer as float.
+__device__ __forceinline__ float loadF(const void *base, int dtype,
+                                       int64_t i) {
+  switch (dtype) {
+  case int(DType::F32):
+    return static_cast<const float *>(base)[i];
+  case int(DType::F16):
+    return f16BitsToFloat(static_cast<const uint16_t *>(base)[i]);
+  case int(DType::BF16):
+    return bf16BitsToFloat(static_cast<const uint16_t *>(base)[i]);
+  case int(DType::F8E4M3FN):
+    return fp8BitsToFloat(static_cast<const uint8_t *>(base)[i]);
+  case int(DType::F64):
+    return float(static_cast<const double *>(base)[i]);
+  default:
+    return 0.0f;
+  }
+}
+__device__ __forceinline__ void storeF(void *base, int dtype, int64_t i,
+                                       float v) {
+  switch (dtype) {
+  case int(DType::F32):
+    static_cast<float *>(base)[i] = v;
+    return;
+  case int(DType::F16):
+    static_cast<uint16_t *>(base)[i] = floatToF16Bits(v);
+    return;
+  case int(DType::BF16):
+    static_cast<uint16_t *>(base)[i] = floatToBf16Bits(v);
+    return;
+  case int(DType::F8E4M3FN):
+    static_cast<uint8_t *>(base)[i] = floatToFp8Bits(v);
+    return;
+  case int(DType::F64):
+    static_cast<double *>(base)[i] = double(v);
+    return;
+  default:
+    return;
+  }
+}
+__device__ __forceinline__ int64_t loadIdx(const void *p, int is64,
+                                           int64_t stride, int64_t i) {
+  return is64 ? static_cast<const int64_t *>(p)[i * stride]
+              : int64_t(static_cast<const int32_t *>(p)[i * stride]);
+}
+#endif
+
+/// Blocks of `threads` covering `n` items, at most `cap` blocks.
+inline unsigned gridFor(int64_t n, int threads, int64_t cap = 65535LL * 32) {
+  int64_t b = (n + threads - 1) / threads;
+  if (b < 1)
+    b = 1;
+  if (b > cap)
+    b = cap;
+  return unsigned(b);
+}
+
+} // namespace mlart::cuda
+
+#endif // MLART_CUDA_CUDACOMMON_H

@@ -1,0 +1,1029 @@
+//===- DecodeKernels.cu - Paged MLA decode (split-KV) and prefill ---------===//
+//
+// decodeAttention, fast path (bf16 q and bf16 plain cache, latent 512, rope
+// 64, heads a multiple of 16): one CTA of 4 warps per (split, sequence,
+// 16-head group). KV tiles of 64 tokens stream through shared memory with
+// cp.async (double-buffered, 16-byte copies, rows past seq_len zero-filled
+// and never read from global memory). Scores S = Q K^T and the update
+// O += P V run on the tensor cores (mma.sync m16n8k16 bf16, f32 accumulate);
+// warp w owns tokens 16w..16w+15 of S and latent channels 128w..128w+127 of
+// O, so the 16x576 query is read from shared memory and each KV tile is read
+// from HBM exactly once per head group. Online softmax in the log2 domain.
+// Splits cover whole tiles; a combine kernel merges the partial outputs with
+// their LSEs (skipped when there is one split).
+//
+// Every other dtype/layout/head count takes a simple CUDA-core fallback (one
+// CTA per (sequence, head)), as does prefillAttention (one CTA per (token,
+// head), warp-per-key online softmax, cached context attended in absorbed
+// form: q_nope @ W_UK against the latent, latent accumulator @ W_UV).
+//
+//===----------------------------------------------------------------------===//
+#include "cuda/CudaCommon.h"
+#include "cpu/TensorAccess.h"
+
+#include <cmath>
+#include <cstdlib>
+
+namespace mlart::cuda {
+namespace {
+
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr float kLn2 = 0.6931471805599453f;
+
+// --- Shared: paged row decoding. --------------------------------------------
+struct CacheView {
+  const uint8_t *data;
+  int64_t rowBytes, numBlocks;
+  int blockSize, layout, dtype, latent, rope;
+  float scale;
+  const int32_t *table;
+  int64_t tableS0, tableS1, maxBlocks;
+};
+
+__device__ __forceinline__ float decodeVal(const CacheView &c,
+                                           const uint8_t *row, int i) {
+  if (c.layout == int(CacheLayout::Plain))
+    return loadF(row, c.dtype, i);
+  if (c.layout == int(CacheLayout::Fp8PerTensor))
+    return fp8BitsToFloat(row[i]) * c.scale;
+  if (i < c.latent)
+    return fp8BitsToFloat(row[i]) *
+           reinterpret_cast<const float *>(row + c.latent)[i / 128];
+  return bf16BitsToFloat(reinterpret_cast<const uint16_t *>(
+      row + c.latent + 4 * (c.latent / 128))[i - c.latent]);
+}
+
+/// Row pointer of token pos of sequence b, or nullptr when the block id is
+/// outside the cache.
+__device__ __forceinline__ const uint8_t *pagedRow(const CacheView &c, int b,
+                                                   int64_t pos) {
+  const int64_t id = c.table[b * c.tableS0 + (pos / c.blockSize) * c.tableS1];
+  if (id < 0 || id >= c.numBlocks)
+    return nullptr;
+  return c.data + (id * c.blockSize + pos % c.blockSize) * c.rowBytes;
+}
+
+__device__ __forceinline__ float warpSum(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1)
+    v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+// --- Fast path: tensor-core split-KV decode. ---------------------------------
+constexpr int kD = 576, kDv = 512, kTile = 64, kHeads = 16, kThreadsTc = 128;
+constexpr int kRowEl = kD + 8; // padded smem row (1168 bytes): no bank conflicts
+constexpr int kPRow = kTile + 8;
+constexpr int kChunksPerRow = kD * 2 / 16; // 72
+constexpr int kKSteps = kD / 16 / 4;        // 9 k-steps of S per warp
+constexpr int kSRow = kTile + 8;            // padded f32 row of partial S
+constexpr size_t kSmemTc =
+    size_t(kHeads * kRowEl + 2 * kTile * kRowEl + kHeads * kPRow) * 2 +
+    2 * 4 * kHeads * sizeof(float) + size_t(4 * kHeads * kSRow) * sizeof(float);
+
+struct DecodeParams {
+  CacheView c;
+  const uint16_t *q;
+  int64_t qS0, qS1;
+  void *out;
+  int outType;
+  int64_t oS0, oS1;
+  float *lse;
+  int64_t lS0, lS1;
+  const int32_t *seqLens;
+  int64_t seqStride;
+  float scaleLog2;
+  int heads, splits, bsLog2;
+  float *partOut; // [B, S, H, 512]
+  float *partLse; // [B, S, H]
+  DeviceErrorRecord *rec;
+};
+
+__device__ __forceinline__ uint32_t smemAddr(const void *p) {
+  return uint32_t(__cvta_generic_to_shared(p));
+}
+__device__ __forceinline__ void cpAsync16(void *dst, const void *src,
+                                          bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(
+                   smemAddr(dst)),
+               "l"(src), "r"(valid ? 16 : 0));
+}
+__device__ __forceinline__ void cpCommit() {
+  asm volatile("cp.async.commit_group;\n" ::);
+}
+template <int N> __device__ __forceinline__ void cpWait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+__device__ __forceinline__ void ldsm4(uint32_t (&r)[4], const void *p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smemAddr(p)));
+}
+__device__ __forceinline__ void ldsm4t(uint32_t (&r)[4], const void *p) {
+  asm volatile(
+      "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+      : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+      : "r"(smemAddr(p)));
+}
+__device__ __forceinline__ void mma16816(float (&d)[4], const uint32_t (&a)[4],
+                                         uint32_t b0, uint32_t b1) {
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+               "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+__device__ __forceinline__ uint32_t packBf16(float lo, float hi) {
+  return uint32_t(floatToBf16Bits(lo)) | (uint32_t(floatToBf16Bits(hi)) << 16);
+}
+
+__device__ __forceinline__ int seqLenChecked(const DecodeParams &p, int b) {
+  const int len = p.seqLens[b * p.seqStride];
+  if (len < 0 || int64_t(len) > p.c.maxBlocks * p.c.blockSize) {
+    if (threadIdx.x == 0 && blockIdx.x == 0 && blockIdx.z == 0)
+      atomicMin(&p.rec->badSeqIndex, b);
+    return -1;
+  }
+  return len;
+}
+
+template <bool kSplitK>
+__global__ void __launch_bounds__(kThreadsTc, 1)
+    decodeTcKernel(DecodeParams p) {
+  extern __shared__ __align__(16) uint8_t smem[];
+  uint16_t *Qs = reinterpret_cast<uint16_t *>(smem);
+  uint16_t *Ks = Qs + kHeads * kRowEl;
+  uint16_t *Ps = Ks + 2 * kTile * kRowEl;
+  float *redMax = reinterpret_cast<float *>(Ps + kHeads * kPRow);
+  float *redSum = redMax + 4 * kHeads;
+  float *Sred = redSum + 4 * kHeads; // [4 warps][16][kSRow] partial scores
+  uint32_t qf[kKSteps][4];           // this warp's Q fragments
+
+  const int split = blockIdx.x, b = blockIdx.y, h0 = blockIdx.z * kHeads;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int lenRaw = seqLenChecked(p, b);
+  const int len = lenRaw < 0 ? 0 : lenRaw;
+  const int tiles = (len + kTile - 1) / kTile;
+  const int perSplit = (tiles + p.splits - 1) / p.splits;
+  const int t0 = split * perSplit;
+  const int t1 = min(tiles, t0 + perSplit);
+
+  // Warp w copies rows 16w..16w+15 of a tile: lane (l & 15) resolves the
+  // page of one row (block sizes are powers of two: shifts, no division),
+  // the row pointers are then broadcast and each row is copied as 72
+  // 16-byte chunks by the 32 lanes (coalesced, 512 contiguous bytes a step).
+  auto loadTile = [&](int tile, int buf) {
+    uint16_t *dst = Ks + buf * kTile * kRowEl + warp * 16 * kRowEl;
+    const int pos = tile * kTile + warp * 16 + (lane & 15);
+    const uint8_t *myRow = nullptr;
+    if (pos < len) {
+      const int64_t id = p.c.table[b * p.c.tableS0 + int64_t(pos >> p.bsLog2) * p.c.tableS1];
+      if (id >= 0 && id < p.c.numBlocks)
+        myRow = p.c.data + ((id << p.bsLog2) + (pos & (p.c.blockSize - 1))) * int64_t(kD * 2);
+      else if (lane < 16)
+        atomicMin(&p.rec->badSeqIndex, b);
+    }
+#pragma unroll 4
+    for (int rr = 0; rr < 16; ++rr) {
+      const uint8_t *row = reinterpret_cast<const uint8_t *>(
+          __shfl_sync(0xffffffffu, reinterpret_cast<unsigned long long>(myRow), rr));
+      uint16_t *d = dst + rr * kRowEl;
+#pragma unroll
+      for (int k = 0; k < 3; ++k) {
+        const int ch = lane + 32 * k;
+        if (ch < kChunksPerRow)
+          cpAsync16(d + ch * 8, row ? row + ch * 16 : p.c.data, row != nullptr);
+      }
+    }
+  };
+
+  if (t0 < t1) {
+    // Q (16 heads x 576) joins the first tile's copy group.
+    for (int c = tid; c < kHeads * kChunksPerRow; c += kThreadsTc) {
+      const int h = c / kChunksPerRow, ch = c % kChunksPerRow;
+      cpAsync16(Qs + h * kRowEl + ch * 8,
+                p.q + b * p.qS0 + (h0 + h) * p.qS1 + ch * 8, true);
+    }
+    loadTile(t0, 0);
+  }
+  cpCommit();
+
+  float o[16][4];
+#pragma unroll
+  for (int i = 0; i < 16; ++i)
+    o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+  const int g = lane >> 2, q4 = lane & 3;
+
+  for (int tile = t0; tile < t1; ++tile) {
+    const int buf = (tile - t0) & 1;
+    if (tile + 1 < t1)
+      loadTile(tile + 1, buf ^ 1);
+    cpCommit();
+    cpWait<1>();
+    __syncthreads();
+    const uint16_t *K = Ks + buf * kTile * kRowEl;
+
+    float s[2][4] = {{0, 0, 0, 0}, {0, 0, 0, 0}};
+    if constexpr (kSplitK) {
+    // S = Q K^T, split over the 576-wide reduction: warp w multiplies its
+    // 144 dims (Q fragments held in registers for the whole kernel) for all
+    // 64 tokens; partial sums meet in shared memory.
+    if (tile == t0) {
+#pragma unroll
+      for (int k = 0; k < kKSteps; ++k)
+        ldsm4(qf[k], Qs + (lane & 15) * kRowEl + (warp * kKSteps + k) * 16 +
+                         (lane >> 4) * 8);
+    }
+    {
+      float acc[4][2][4];
+#pragma unroll
+      for (int j = 0; j < 4; ++j)
+#pragma unroll
+        for (int n = 0; n < 2; ++n)
+          acc[j][n][0] = acc[j][n][1] = acc[j][n][2] = acc[j][n][3] = 0.0f;
+      const uint16_t *kBase = K + ((lane & 7) + (lane >> 4) * 8) * kRowEl +
+                              warp * kKSteps * 16 + ((lane >> 3) & 1) * 8;
+#pragma unroll
+      for (int k = 0; k < kKSteps; ++k)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          uint32_t bb[4];
+          ldsm4(bb, kBase + j * 16 * kRowEl + k * 16);
+          mma16816(acc[j][0], qf[k], bb[0], bb[1]);
+          mma16816(acc[j][1], qf[k], bb[2], bb[3]);
+        }
+      float *mine = Sred + warp * kHeads * kSRow;
+#pragma unroll
+      for (int j = 0; j < 4; ++j)
+#pragma unroll
+        for (int n = 0; n < 2; ++n) {
+          const int col = j * 16 + n * 8 + q4 * 2;
+          *reinterpret_cast<float2 *>(mine + g * kSRow + col) =
+              make_float2(acc[j][n][0], acc[j][n][1]);
+          *reinterpret_cast<float2 *>(mine + (g + 8) * kSRow + col) =
+              make_float2(acc[j][n][2], acc[j][n][3]);
+        }
+    }
+    __syncthreads();
+#pragma unroll
+    for (int n = 0; n < 2; ++n) {
+      const int col = warp * 16 + n * 8 + q4 * 2;
+      float2 lo = make_float2(0.0f, 0.0f), hi = make_float2(0.0f, 0.0f);
+#pragma unroll
+      for (int w = 0; w < 4; ++w) {
+        const float *part = Sred + w * kHeads * kSRow;
+        const float2 a = *reinterpret_cast<const float2 *>(part + g * kSRow + col);
+        const float2 c = *reinterpret_cast<const float2 *>(part + (g + 8) * kSRow + col);
+        lo.x += a.x;
+        lo.y += a.y;
+        hi.x += c.x;
+        hi.y += c.y;
+      }
+      s[n][0] = lo.x;
+      s[n][1] = lo.y;
+      s[n][2] = hi.x;
+      s[n][3] = hi.y;
+    }
+    } else {
+      // Variant 0: warp w computes all 576 dims for tokens 16w..16w+15,
+      // reading Q from shared memory every tile.
+      float s2[2][4] = {{0, 0, 0, 0}, {0, 0, 0, 0}};
+      const uint16_t *qBase = Qs + (lane & 15) * kRowEl + (lane >> 4) * 8;
+      const uint16_t *kBase = K + (warp * 16 + (lane & 7) + (lane >> 4) * 8) * kRowEl +
+                              ((lane >> 3) & 1) * 8;
+#pragma unroll 6
+      for (int kk = 0; kk < kD / 16; kk += 2) {
+        uint32_t a[4], bb[4], a2[4], bb2[4];
+        ldsm4(a, qBase + kk * 16);
+        ldsm4(bb, kBase + kk * 16);
+        ldsm4(a2, qBase + kk * 16 + 16);
+        ldsm4(bb2, kBase + kk * 16 + 16);
+        mma16816(s[0], a, bb[0], bb[1]);
+        mma16816(s[1], a, bb[2], bb[3]);
+        mma16816(s2[0], a2, bb2[0], bb2[1]);
+        mma16816(s2[1], a2, bb2[2], bb2[3]);
+      }
+#pragma unroll
+      for (int n = 0; n < 2; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+          s[n][e] += s2[n][e];
+    }
+    // Mask, scale, row max.
+    float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+    for (int n = 0; n < 2; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int col = warp * 16 + n * 8 + q4 * 2 + (e & 1);
+        const int64_t pos = int64_t(tile) * kTile + col;
+        float v = pos < len ? s[n][e] * p.scaleLog2 : -INFINITY;
+        s[n][e] = v;
+        mx[e >> 1] = fmaxf(mx[e >> 1], v);
+      }
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+    }
+    if (q4 == 0) {
+      redMax[warp * kHeads + g] = mx[0];
+      redMax[warp * kHeads + g + 8] = mx[1];
+    }
+    __syncthreads();
+    float mNew[2], alpha[2], base[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      float t = -INFINITY;
+#pragma unroll
+      for (int w = 0; w < 4; ++w)
+        t = fmaxf(t, redMax[w * kHeads + g + 8 * r]);
+      mNew[r] = fmaxf(m[r], t);
+      base[r] = mNew[r] == -INFINITY ? 0.0f : mNew[r];
+      alpha[r] = m[r] == -INFINITY ? 0.0f : exp2f(m[r] - mNew[r]);
+    }
+    float sum[2] = {0.0f, 0.0f};
+#pragma unroll
+    for (int n = 0; n < 2; ++n) {
+      const float p0 = exp2f(s[n][0] - base[0]), p1 = exp2f(s[n][1] - base[0]);
+      const float p2 = exp2f(s[n][2] - base[1]), p3 = exp2f(s[n][3] - base[1]);
+      sum[0] += p0 + p1;
+      sum[1] += p2 + p3;
+      const int col = warp * 16 + n * 8 + q4 * 2;
+      *reinterpret_cast<uint32_t *>(Ps + g * kPRow + col) = packBf16(p0, p1);
+      *reinterpret_cast<uint32_t *>(Ps + (g + 8) * kPRow + col) =
+          packBf16(p2, p3);
+    }
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      sum[r] += __shfl_xor_sync(0xffffffffu, sum[r], 1);
+      sum[r] += __shfl_xor_sync(0xffffffffu, sum[r], 2);
+    }
+    if (q4 == 0) {
+      redSum[warp * kHeads + g] = sum[0];
+      redSum[warp * kHeads + g + 8] = sum[1];
+    }
+    __syncthreads();
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      float t = 0.0f;
+#pragma unroll
+      for (int w = 0; w < 4; ++w)
+        t += redSum[w * kHeads + g + 8 * r];
+      l[r] = l[r] * alpha[r] + t;
+      m[r] = mNew[r];
+    }
+#pragma unroll
+    for (int i = 0; i < 16; ++i) {
+      o[i][0] *= alpha[0];
+      o[i][1] *= alpha[0];
+      o[i][2] *= alpha[1];
+      o[i][3] *= alpha[1];
+    }
+    // O += P V for channels 128*warp .. +127.
+#pragma unroll
+    for (int kk = 0; kk < kTile / 16; ++kk) {
+      uint32_t a[4];
+      ldsm4(a, Ps + (lane & 15) * kPRow + kk * 16 + (lane >> 4) * 8);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        uint32_t bb[4];
+        ldsm4t(bb, K + (kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * kRowEl +
+                       warp * 128 + j * 16 + (lane >> 4) * 8);
+        mma16816(o[2 * j], a, bb[0], bb[1]);
+        mma16816(o[2 * j + 1], a, bb[2], bb[3]);
+      }
+    }
+    __syncthreads(); // the next iteration overwrites this buffer and P
+  }
+  cpWait<0>();
+
+  // Epilogue: normalised output (or partial) and LSE.
+  float inv[2], lseV[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    inv[r] = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
+    lseV[r] = l[r] > 0.0f ? m[r] * kLn2 + logf(l[r]) : -INFINITY;
+  }
+  const int H = p.heads;
+  if (p.splits == 1) {
+#pragma unroll
+    for (int i = 0; i < 16; ++i) {
+      const int col = warp * 128 + i * 8 + q4 * 2;
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const int h = h0 + g + 8 * r;
+        const int64_t off = b * p.oS0 + h * p.oS1 + col;
+        if (p.outType == int(DType::BF16)) {
+          *reinterpret_cast<uint32_t *>(static_cast<uint16_t *>(p.out) + off) =
+              packBf16(o[i][2 * r] * inv[r], o[i][2 * r + 1] * inv[r]);
+        } else {
+          storeF(p.out, p.outType, off, o[i][2 * r] * inv[r]);
+          storeF(p.out, p.outType, off + 1, o[i][2 * r + 1] * inv[r]);
+        }
+      }
+    }
+    if (p.lse && q4 == 0 && warp == 0) {
+      p.lse[b * p.lS0 + (h0 + g) * p.lS1] = lseV[0];
+      p.lse[b * p.lS0 + (h0 + g + 8) * p.lS1] = lseV[1];
+    }
+    return;
+  }
+  float *po = p.partOut + ((int64_t(b) * p.splits + split) * H) * kDv;
+#pragma unroll
+  for (int i = 0; i < 16; ++i) {
+    const int col = warp * 128 + i * 8 + q4 * 2;
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const int h = h0 + g + 8 * r;
+      *reinterpret_cast<float2 *>(po + int64_t(h) * kDv + col) =
+          make_float2(o[i][2 * r] * inv[r], o[i][2 * r + 1] * inv[r]);
+    }
+  }
+  if (q4 == 0 && warp == 0) {
+    float *pl = p.partLse + (int64_t(b) * p.splits + split) * H;
+    pl[h0 + g] = lseV[0];
+    pl[h0 + g + 8] = lseV[1];
+  }
+}
+
+/// Merges the splits of one (sequence, head): weights exp(lse_s - max).
+__global__ void combineKernel(DecodeParams p, int dv) {
+  const int b = blockIdx.y, h = blockIdx.x, H = p.heads;
+  const float *pl = p.partLse + int64_t(b) * p.splits * H + h;
+  float mx = -INFINITY;
+  for (int s = 0; s < p.splits; ++s)
+    mx = fmaxf(mx, pl[s * H]);
+  float total = 0.0f;
+  for (int s = 0; s < p.splits; ++s)
+    total += mx == -INFINITY ? 0.0f : expf(pl[s * H] - mx);
+  const float inv = total > 0.0f ? 1.0f / total : 0.0f;
+  for (int c = threadIdx.x; c < dv; c += blockDim.x) {
+    float acc = 0.0f;
+    for (int s = 0; s < p.splits; ++s) {
+      const float lse = pl[s * H];
+      if (lse != -INFINITY)
+        acc += expf(lse - mx) *
+               p.partOut[((int64_t(b) * p.splits + s) * H + h) * dv + c];
+    }
+    storeF(p.out, p.outType, b * p.oS0 + h * p.oS1 + c, acc * inv);
+  }
+  if (p.lse && threadIdx.x == 0)
+    p.lse[b * p.lS0 + h * p.lS1] =
+        total > 0.0f ? mx + logf(total) : -INFINITY;
+}
+
+// --- Fallback: any layout, dtype and head count. ----------------------------
+struct GenericDecodeParams {
+  CacheView c;
+  const void *q;
+  int qType;
+  int64_t qS0, qS1;
+  void *out;
+  int outType;
+  int64_t oS0, oS1;
+  float *lse;
+  int64_t lS0, lS1;
+  const int32_t *seqLens;
+  int64_t seqStride;
+  float scale;
+  DeviceErrorRecord *rec;
+};
+
+constexpr int kGenThreads = 128, kGenMaxPerThread = 8; // latent <= 1024
+
+__global__ void decodeGenericKernel(GenericDecodeParams p) {
+  const int b = blockIdx.y, h = blockIdx.x, tid = threadIdx.x;
+  __shared__ float red[kGenThreads / 32];
+  const int D = p.c.latent + p.c.rope;
+  int len = p.seqLens[b * p.seqStride];
+  if (len < 0 || int64_t(len) > p.c.maxBlocks * p.c.blockSize) {
+    if (tid == 0)
+      atomicMin(&p.rec->badSeqIndex, b);
+    len = 0;
+  }
+  const char *qb = static_cast<const char *>(p.q);
+  const int qes = int(p.qType == int(DType::F32) ? 4 : 2);
+  const void *qrow = qb + (b * p.qS0 + h * p.qS1) * qes;
+  float acc[kGenMaxPerThread];
+  for (int k = 0; k < kGenMaxPerThread; ++k)
+    acc[k] = 0.0f;
+  float m = -INFINITY, l = 0.0f;
+  for (int64_t pos = 0; pos < len; ++pos) {
+    const uint8_t *row = pagedRow(p.c, b, pos);
+    if (!row) {
+      if (tid == 0)
+        atomicMin(&p.rec->badSeqIndex, b);
+      break;
+    }
+    float part = 0.0f;
+    for (int i = tid; i < D; i += kGenThreads)
+      part += loadF(qrow, p.qType, i) * decodeVal(p.c, row, i);
+    part = warpSum(part);
+    if ((tid & 31) == 0)
+      red[tid >> 5] = part;
+    __syncthreads();
+    float sc = 0.0f;
+    for (int w = 0; w < kGenThreads / 32; ++w)
+      sc += red[w];
+    __syncthreads();
+    sc *= p.scale;
+    const float mNew = fmaxf(m, sc);
+    const float alpha = m == -INFINITY ? 0.0f : expf(m - mNew);
+    const float pr = expf(sc - mNew);
+    l = l * alpha + pr;
+    m = mNew;
+    for (int k = 0; k < kGenMaxPerThread; ++k) {
+      const int c = tid + k * kGenThreads;
+      if (c < p.c.latent)
+        acc[k] = acc[k] * alpha + pr * decodeVal(p.c, row, c);
+    }
+  }
+  const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+  for (int k = 0; k < kGenMaxPerThread; ++k) {
+    const int c = tid + k * kGenThreads;
+    if (c < p.c.latent)
+      storeF(p.out, p.outType, b * p.oS0 + h * p.oS1 + c, acc[k] * inv);
+  }
+  if (p.lse && tid == 0)
+    p.lse[b * p.lS0 + h * p.lS1] = l > 0.0f ? m + logf(l) : -INFINITY;
+}
+
+CacheView makeView(const KVCacheRef &cache, const TensorRef &table) {
+  CacheView v;
+  v.data = static_cast<const uint8_t *>(cache.data);
+  v.rowBytes = cache.desc.rowBytes();
+  v.numBlocks = cache.desc.numBlocks;
+  v.blockSize = int(cache.desc.blockSize);
+  v.layout = int(cache.desc.layout);
+  v.dtype = int(cache.desc.dtype);
+  v.latent = int(cache.desc.latentRank);
+  v.rope = int(cache.desc.ropeDim);
+  v.scale = cache.scale;
+  v.table = static_cast<const int32_t *>(table.data);
+  v.tableS0 = table.strides[0];
+  v.tableS1 = table.strides[1];
+  v.maxBlocks = table.sizes[1];
+  return v;
+}
+
+Status checkPagedShapes(const KVCacheRef &cache, const TensorRef &blockTable,
+                        const TensorRef &lens, const char *lensName,
+                        int64_t batch) {
+  using namespace mlart::cpu;
+  MLART_RETURN_IF_ERROR(cache.desc.validate());
+  if (cache.data == nullptr)
+    return invalidArgument("cache data is missing");
+  MLART_RETURN_IF_ERROR(
+      checkTypedTensor(blockTable, "blockTable", 2, DType::I32));
+  MLART_RETURN_IF_ERROR(checkTypedTensor(lens, lensName, 1, DType::I32));
+  MLART_RETURN_IF_ERROR(checkDim(blockTable, "blockTable", 0, batch));
+  return checkDim(lens, lensName, 0, batch);
+}
+
+Status finish(CudaContext &ctx, cudaStream_t stream,
+              std::unique_lock<std::mutex> &lock) {
+  if (!ctx.synchronousChecks)
+    return Status::success();
+  Status s = readRecord(ctx, stream, nullptr, nullptr, 1, 0, nullptr);
+  lock.unlock();
+  return s;
+}
+
+} // namespace
+
+/// The split count the fast path uses for a launch: about two CTAs per SM,
+/// at least two 64-token tiles per split.
+int decodeSplitHeuristic(int smCount, int64_t batch, int64_t headGroups,
+                         int64_t maxLen) {
+  const int64_t base = std::max<int64_t>(1, batch * headGroups);
+  const int64_t tiles = (maxLen + kTile - 1) / kTile;
+  int64_t s = (2 * int64_t(smCount) + base - 1) / base;
+  s = std::min<int64_t>(s, std::max<int64_t>(1, tiles / 2));
+  return int(std::max<int64_t>(1, std::min<int64_t>(s, 128)));
+}
+
+Status decodeAttention(CudaContext &ctx, const DecodeAttentionArgs &a,
+                       cudaStream_t stream) {
+  using namespace mlart::cpu;
+  const KVCacheDesc &desc = a.cache.desc;
+  MLART_RETURN_IF_ERROR(desc.validate());
+  MLART_RETURN_IF_ERROR(checkFloatTensor(a.q, "q", 3));
+  const int64_t B = a.q.sizes[0], H = a.q.sizes[1];
+  MLART_RETURN_IF_ERROR(checkDim(a.q, "q", 2, desc.rowValues()));
+  MLART_RETURN_IF_ERROR(checkFloatTensor(a.out, "out", 3));
+  MLART_RETURN_IF_ERROR(checkDim(a.out, "out", 0, B));
+  MLART_RETURN_IF_ERROR(checkDim(a.out, "out", 1, H));
+  MLART_RETURN_IF_ERROR(checkDim(a.out, "out", 2, desc.latentRank));
+  if (a.lse.present()) {
+    MLART_RETURN_IF_ERROR(checkTypedTensor(a.lse, "lse", 2, DType::F32));
+    MLART_RETURN_IF_ERROR(checkDim(a.lse, "lse", 0, B));
+    MLART_RETURN_IF_ERROR(checkDim(a.lse, "lse", 1, H));
+  }
+  if (a.numSplits < 0)
+    return invalidArgument("numSplits must be >= 0, got " +
+                           std::to_string(a.numSplits));
+  MLART_RETURN_IF_ERROR(
+      checkPagedShapes(a.cache, a.blockTable, a.seqLens, "seqLens", B));
+  if (desc.latentRank > kGenThreads * kGenMaxPerThread)
+    return unimplemented("CUDA decode supports latent rank <= 1024");
+  if (B == 0 || H == 0)
+    return Status::success();
+  if (B > 65535 || H / kHeads > 65535)
+    return invalidArgument("decode batch too large for one launch");
+
+  std::unique_lock<std::mutex> lock(ctx.recordMutex, std::defer_lock);
+  if (ctx.synchronousChecks) {
+    lock.lock();
+    MLART_RETURN_IF_ERROR(resetRecord(ctx, stream));
+  }
+  const int64_t qes = int64_t(dtypeSize(a.q.dtype));
+  const bool fast =
+      a.q.dtype == DType::BF16 && desc.layout == CacheLayout::Plain &&
+      desc.dtype == DType::BF16 && desc.latentRank == kDv &&
+      desc.ropeDim == kD - kDv && H % kHeads == 0 &&
+      (desc.blockSize & (desc.blockSize - 1)) == 0 &&
+      reinterpret_cast<uintptr_t>(a.q.data) % 16 == 0 &&
+      (a.q.strides[0] * qes) % 16 == 0 && (a.q.strides[1] * qes) % 16 == 0 &&
+      reinterpret_cast<uintptr_t>(a.cache.data) % 16 == 0 &&
+      a.out.strides[2] == 1 && a.out.strides[1] % 2 == 0 &&
+      a.out.strides[0] % 2 == 0 &&
+      reinterpret_cast<uintptr_t>(a.out.data) % 8 == 0;
+  if (!fast) {
+    GenericDecodeParams p;
+    p.c = makeView(a.cache, a.blockTable);
+    p.q = a.q.data;
+    p.qType = int(a.q.dtype);
+    p.qS0 = a.q.strides[0];
+    p.qS1 = a.q.strides[1];
+    p.out = a.out.data;
+    p.outType = int(a.out.dtype);
+    p.oS0 = a.out.strides[0];
+    p.oS1 = a.out.strides[1];
+    p.lse = static_cast<float *>(a.lse.data);
+    p.lS0 = a.lse.present() ? a.lse.strides[0] : 0;
+    p.lS1 = a.lse.present() ? a.lse.strides[1] : 0;
+    p.seqLens = static_cast<const int32_t *>(a.seqLens.data);
+    p.seqStride = a.seqLens.strides[0];
+    p.scale = a.softmaxScale;
+    p.rec = ctx.deviceRecord;
+    decodeGenericKernel<<<dim3(unsigned(H), unsigned(B)), kGenThreads, 0,
+                          stream>>>(p);
+    MLART_CUDA_CHECK_LAUNCH("decodeGenericKernel");
+    return finish(ctx, stream, lock);
+  }
+
+  DecodeParams p;
+  p.c = makeView(a.cache, a.blockTable);
+  p.q = static_cast<const uint16_t *>(a.q.data);
+  p.qS0 = a.q.strides[0];
+  p.qS1 = a.q.strides[1];
+  p.out = a.out.data;
+  p.outType = int(a.out.dtype);
+  p.oS0 = a.out.strides[0];
+  p.oS1 = a.out.strides[1];
+  p.lse = static_cast<float *>(a.lse.data);
+  p.lS0 = a.lse.present() ? a.lse.strides[0] : 0;
+  p.lS1 = a.lse.present() ? a.lse.strides[1] : 0;
+  p.seqLens = static_cast<const int32_t *>(a.seqLens.data);
+  p.seqStride = a.seqLens.strides[0];
+  p.scaleLog2 = a.softmaxScale * kLog2e;
+  p.heads = int(H);
+  p.bsLog2 = 0;
+  while ((int64_t(1) << p.bsLog2) < desc.blockSize)
+    ++p.bsLog2;
+  p.rec = ctx.deviceRecord;
+  const int64_t maxLen = a.blockTable.sizes[1] * desc.blockSize;
+  const int64_t maxTiles = std::max<int64_t>(1, (maxLen + kTile - 1) / kTile);
+  int splits = a.numSplits > 0
+                   ? int(std::min<int64_t>(a.numSplits, maxTiles))
+                   : decodeSplitHeuristic(ctx.smCount, B, H / kHeads, maxLen);
+  p.splits = splits;
+  p.partOut = nullptr;
+  p.partLse = nullptr;
+  void *work = nullptr;
+  if (splits > 1) {
+    const size_t outBytes = size_t(B) * splits * H * kDv * sizeof(float);
+    const size_t lseBytes = size_t(B) * splits * H * sizeof(float);
+    MLART_CUDA_CHECK(cudaMallocAsync(&work, outBytes + lseBytes, stream),
+                     "cudaMallocAsync(decode split workspace)");
+    p.partOut = static_cast<float *>(work);
+    p.partLse = reinterpret_cast<float *>(static_cast<uint8_t *>(work) +
+                                          outBytes);
+  }
+  // MLART_DECODE_VARIANT=0 selects the first tensor-core variant (S split
+  // by tokens); the default splits S by the reduction dimension.
+  static const bool splitK = [] {
+    const char *v = std::getenv("MLART_DECODE_VARIANT");
+    return !(v && v[0] == '0');
+  }();
+  auto kernel = splitK ? decodeTcKernel<true> : decodeTcKernel<false>;
+  MLART_CUDA_CHECK(cudaFuncSetAttribute(kernel,
+                                        cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        int(kSmemTc)),
+                   "cudaFuncSetAttribute(decodeTcKernel)");
+  kernel<<<dim3(unsigned(splits), unsigned(B), unsigned(H / kHeads)),
+           kThreadsTc, kSmemTc, stream>>>(p);
+  MLART_CUDA_CHECK_LAUNCH("decodeTcKernel");
+  if (splits > 1) {
+    combineKernel<<<dim3(unsigned(H), unsigned(B)), 128, 0, stream>>>(p, kDv);
+    MLART_CUDA_CHECK_LAUNCH("combineKernel");
+    MLART_CUDA_CHECK(cudaFreeAsync(work, stream),
+                     "cudaFreeAsync(decode split workspace)");
+  }
+  return finish(ctx, stream, lock);
+}
+
+// --- Prefill. ----------------------------------------------------------------
+namespace {
+
+struct PrefillParams {
+  const void *q, *k, *v;
+  int qType, kType, vType;
+  int64_t qS0, qS1, kS0, kS1, vS0, vS1;
+  void *out;
+  int outType;
+  int64_t oS0, oS1;
+  float *lse;
+  int64_t lS0, lS1;
+  const int32_t *qsl;
+  int R, T, H, qkDim, vDim;
+  float scale;
+  int hasCtx;
+  CacheView c;
+  const int32_t *ctxLens;
+  int64_t ctxStride;
+  const void *wUK, *wUV;
+  int wukType, wuvType;
+  int64_t wukS0, wukS1, wuvS0, wuvS1;
+  DeviceErrorRecord *rec;
+};
+
+constexpr int kPfThreads = 128, kPfWarps = 4;
+constexpr int kPfMaxV = 8;      // vDim <= 256
+constexpr int kPfMaxLat = 16;   // latent <= 512
+constexpr int kPfMaxQk = 320;
+
+__global__ void prefillKernel(PrefillParams p) {
+  const int i = blockIdx.x, h = blockIdx.y, tid = threadIdx.x;
+  const int lane = tid & 31, warp = tid >> 5;
+  __shared__ float qs[kPfMaxQk];
+  __shared__ float qAbs[kPfMaxLat * 32];
+  __shared__ float wm[kPfWarps], wl[kPfWarps];
+  __shared__ float accLat[kPfWarps][kPfMaxLat * 32];
+  __shared__ float accV[kPfWarps][kPfMaxV * 32];
+
+  // Which request does token i belong to? (binary search; padding: none)
+  const int end = p.qsl[p.R];
+  int r = -1;
+  if (i < end && end <= p.T) {
+    int lo = 0, hi = p.R - 1;
+    while (lo < hi) {
+      const int mid = (lo + hi + 1) / 2;
+      if (p.qsl[mid] <= i)
+        lo = mid;
+      else
+        hi = mid - 1;
+    }
+    r = lo;
+  } else if (end > p.T && tid == 0 && i == 0 && h == 0) {
+    atomicMin(&p.rec->badSeqIndex, p.R);
+  }
+  const int qes = p.qType == int(DType::F32) ? 4 : 2;
+  const int kes = p.kType == int(DType::F32) ? 4 : 2;
+  const int ves = p.vType == int(DType::F32) ? 4 : 2;
+  for (int d = tid; d < p.qkDim; d += kPfThreads)
+    qs[d] = r < 0 ? 0.0f
+                  : loadF(static_cast<const char *>(p.q) +
+                              (i * p.qS0 + h * p.qS1) * qes,
+                          p.qType, d);
+  int ctxLen = 0;
+  const int nope = p.qkDim - p.c.rope;
+  if (p.hasCtx && r >= 0) {
+    ctxLen = p.ctxLens[r * p.ctxStride];
+    if (ctxLen < 0 || int64_t(ctxLen) > p.c.maxBlocks * p.c.blockSize) {
+      if (tid == 0)
+        atomicMin(&p.rec->badSeqIndex, r);
+      ctxLen = 0;
+    }
+  }
+  __syncthreads();
+  if (ctxLen > 0) {
+    // qAbs[c] = sum_n q_nope[n] * wUK[h][n][c]
+    const char *w = static_cast<const char *>(p.wUK);
+    const int wes = p.wukType == int(DType::F32) ? 4 : 2;
+    for (int c = tid; c < p.c.latent; c += kPfThreads) {
+      float s = 0.0f;
+      for (int n = 0; n < nope; ++n)
+        s += qs[n] * loadF(w + (h * p.wukS0 + n * p.wukS1) * wes, p.wukType, c);
+      qAbs[c] = s;
+    }
+  }
+  __syncthreads();
+
+  float m = -INFINITY, l = 0.0f;
+  float aLat[kPfMaxLat], aV[kPfMaxV];
+  for (int k = 0; k < kPfMaxLat; ++k)
+    aLat[k] = 0.0f;
+  for (int k = 0; k < kPfMaxV; ++k)
+    aV[k] = 0.0f;
+  if (r >= 0) {
+    // Cached context (absorbed): score = qAbs . c + q_pe . k_pe.
+    for (int j = warp; j < ctxLen; j += kPfWarps) {
+      const uint8_t *row = pagedRow(p.c, r, j);
+      if (!row) {
+        if (lane == 0)
+          atomicMin(&p.rec->badSeqIndex, r);
+        break;
+      }
+      float part = 0.0f;
+      for (int c = lane; c < p.c.latent; c += 32)
+        part += qAbs[c] * decodeVal(p.c, row, c);
+      for (int d = lane; d < p.c.rope; d += 32)
+        part += qs[nope + d] * decodeVal(p.c, row, p.c.latent + d);
+      const float sc = warpSum(part) * p.scale;
+      const float mNew = fmaxf(m, sc);
+      const float alpha = m == -INFINITY ? 0.0f : expf(m - mNew);
+      const float pr = expf(sc - mNew);
+      l = l * alpha + pr;
+      m = mNew;
+      for (int k = 0; k < kPfMaxLat; ++k) {
+        const int c = lane + 32 * k;
+        aLat[k] = aLat[k] * alpha +
+                  (c < p.c.latent ? pr * decodeVal(p.c, row, c) : 0.0f);
+      }
+      for (int k = 0; k < kPfMaxV; ++k)
+        aV[k] *= alpha;
+    }
+    // New tokens, causal.
+    const int start = p.qsl[r];
+    for (int j = start + warp; j <= i; j += kPfWarps) {
+      const char *kr = static_cast<const char *>(p.k) + (j * p.kS0 + h * p.kS1) * kes;
+      float part = 0.0f;
+      for (int d = lane; d < p.qkDim; d += 32)
+        part += qs[d] * loadF(kr, p.kType, d);
+      const float sc = warpSum(part) * p.scale;
+      const float mNew = fmaxf(m, sc);
+      const float alpha = m == -INFINITY ? 0.0f : expf(m - mNew);
+      const float pr = expf(sc - mNew);
+      l = l * alpha + pr;
+      m = mNew;
+      for (int k = 0; k < kPfMaxLat; ++k)
+        aLat[k] *= alpha;
+      const char *vr = static_cast<const char *>(p.v) + (j * p.vS0 + h * p.vS1) * ves;
+      for (int k = 0; k < kPfMaxV; ++k) {
+        const int c = lane + 32 * k;
+        aV[k] = aV[k] * alpha + (c < p.vDim ? pr * loadF(vr, p.vType, c) : 0.0f);
+      }
+    }
+  }
+  // Merge the warps.
+  if (lane == 0) {
+    wm[warp] = m;
+    wl[warp] = l;
+  }
+  __syncthreads();
+  float M = -INFINITY;
+  for (int w = 0; w < kPfWarps; ++w)
+    M = fmaxf(M, wm[w]);
+  const float myScale = m == -INFINITY ? 0.0f : expf(m - M);
+  for (int k = 0; k < kPfMaxLat; ++k)
+    accLat[warp][lane + 32 * k] = aLat[k] * myScale;
+  for (int k = 0; k < kPfMaxV; ++k)
+    accV[warp][lane + 32 * k] = aV[k] * myScale;
+  __syncthreads();
+  float L = 0.0f;
+  for (int w = 0; w < kPfWarps; ++w)
+    L += wm[w] == -INFINITY ? 0.0f : wl[w] * expf(wm[w] - M);
+  if (ctxLen > 0) {
+    for (int c = tid; c < p.c.latent; c += kPfThreads) {
+      float s = 0.0f;
+      for (int w = 0; w < kPfWarps; ++w)
+        s += accLat[w][c];
+      qAbs[c] = s; // reuse: the merged latent accumulator
+    }
+  }
+  __syncthreads();
+  const float inv = L > 0.0f ? 1.0f / L : 0.0f;
+  const int wes = p.wuvType == int(DType::F32) ? 4 : 2;
+  const char *wv = static_cast<const char *>(p.wUV);
+  for (int c = tid; c < p.vDim; c += kPfThreads) {
+    float s = 0.0f;
+    for (int w = 0; w < kPfWarps; ++w)
+      s += accV[w][c];
+    if (ctxLen > 0)
+      for (int n = 0; n < p.c.latent; ++n)
+        s += qAbs[n] * loadF(wv + (h * p.wuvS0 + n * p.wuvS1) * wes, p.wuvType, c);
+    storeF(p.out, p.outType, i * p.oS0 + h * p.oS1 + c, s * inv);
+  }
+  if (p.lse && tid == 0)
+    p.lse[i * p.lS0 + h * p.lS1] = L > 0.0f ? M + logf(L) : -INFINITY;
+}
+
+} // namespace
+
+Status prefillAttention(CudaContext &ctx, const PrefillAttentionArgs &a,
+                        cudaStream_t stream) {
+  using namespace mlart::cpu;
+  MLART_RETURN_IF_ERROR(checkFloatTensor(a.q, "q", 3));
+  const int64_t T = a.q.sizes[0], H = a.q.sizes[1], qkDim = a.q.sizes[2];
+  MLART_RETURN_IF_ERROR(checkFloatTensor(a.k, "k", 3));
+  for (int d = 0; d < 3; ++d)
+    MLART_RETURN_IF_ERROR(checkDim(a.k, "k", d, a.q.sizes[d]));
+  MLART_RETURN_IF_ERROR(checkFloatTensor(a.v, "v", 3));
+  MLART_RETURN_IF_ERROR(checkDim(a.v, "v", 0, T));
+  MLART_RETURN_IF_ERROR(checkDim(a.v, "v", 1, H));
+  const int64_t vDim = a.v.sizes[2];
+  MLART_RETURN_IF_ERROR(checkFloatTensor(a.out, "out", 3));
+  MLART_RETURN_IF_ERROR(checkDim(a.out, "out", 0, T));
+  MLART_RETURN_IF_ERROR(checkDim(a.out, "out", 1, H));
+  MLART_RETURN_IF_ERROR(checkDim(a.out, "out", 2, vDim));
+  if (a.lse.present()) {
+    MLART_RETURN_IF_ERROR(checkTypedTensor(a.lse, "lse", 2, DType::F32));
+    MLART_RETURN_IF_ERROR(checkDim(a.lse, "lse", 0, T));
+    MLART_RETURN_IF_ERROR(checkDim(a.lse, "lse", 1, H));
+  }
+  MLART_RETURN_IF_ERROR(
+      checkTypedTensor(a.queryStartLoc, "queryStartLoc", 1, DType::I32));
+  const int64_t R = a.queryStartLoc.sizes[0] - 1;
+  if (R < 0)
+    return invalidArgument("queryStartLoc needs at least one entry");
+  if (a.queryStartLoc.strides[0] != 1)
+    return unimplemented("CUDA prefill needs a contiguous queryStartLoc");
+  if (vDim > 32 * kPfMaxV || qkDim > kPfMaxQk)
+    return unimplemented("CUDA prefill supports vDim <= 256, qk dim <= 320");
+  const bool hasCtx = a.cache.data != nullptr;
+  PrefillParams p{};
+  if (hasCtx) {
+    const KVCacheDesc &desc = a.cache.desc;
+    MLART_RETURN_IF_ERROR(checkFloatTensor(a.wUK, "wUK", 3));
+    MLART_RETURN_IF_ERROR(checkFloatTensor(a.wUV, "wUV", 3));
+    MLART_RETURN_IF_ERROR(checkDim(a.wUK, "wUK", 0, H));
+    MLART_RETURN_IF_ERROR(checkDim(a.wUK, "wUK", 1, qkDim - desc.ropeDim));
+    MLART_RETURN_IF_ERROR(checkDim(a.wUK, "wUK", 2, desc.latentRank));
+    MLART_RETURN_IF_ERROR(checkDim(a.wUV, "wUV", 0, H));
+    MLART_RETURN_IF_ERROR(checkDim(a.wUV, "wUV", 1, desc.latentRank));
+    MLART_RETURN_IF_ERROR(checkDim(a.wUV, "wUV", 2, vDim));
+    MLART_RETURN_IF_ERROR(checkPagedShapes(a.cache, a.blockTable,
+                                           a.contextLens, "contextLens", R));
+    if (desc.latentRank > 32 * kPfMaxLat)
+      return unimplemented("CUDA prefill supports latent rank <= 512");
+    p.c = makeView(a.cache, a.blockTable);
+    p.ctxLens = static_cast<const int32_t *>(a.contextLens.data);
+    p.ctxStride = a.contextLens.strides[0];
+    p.wUK = a.wUK.data;
+    p.wUV = a.wUV.data;
+    p.wukType = int(a.wUK.dtype);
+    p.wuvType = int(a.wUV.dtype);
+    p.wukS0 = a.wUK.strides[0];
+    p.wukS1 = a.wUK.strides[1];
+    p.wuvS0 = a.wUV.strides[0];
+    p.wuvS1 = a.wUV.strides[1];
+  }
+  if (T == 0 || H == 0)
+    return Status::success();
+  if (T > INT_MAX || H > 65535)
+    return invalidArgument("prefill too large for one launch");
+  p.q = a.q.data;
+  p.k = a.k.data;
+  p.v = a.v.data;
+  p.qType = int(a.q.dtype);
+  p.kType = int(a.k.dtype);
+  p.vType = int(a.v.dtype);
+  p.qS0 = a.q.strides[0];
+  p.qS1 = a.q.strides[1];
+  p.kS0 = a.k.strides[0];
+  p.kS1 = a.k.strides[1];
+  p.vS0 = a.v.strides[0];
+  p.vS1 = a.v.strides[1];
+  p.out = a.out.data;
+  p.outType = int(a.out.dtype);
+  p.oS0 = a.out.strides[0];
+  p.oS1 = a.out.strides[1];
+  p.lse = static_cast<float *>(a.lse.data);
+  p.lS0 = a.lse.present() ? a.lse.strides[0] : 0;
+  p.lS1 = a.lse.present() ? a.lse.strides[1] : 0;
+  p.qsl = static_cast<const int32_t *>(a.queryStartLoc.data);
+  p.R = int(R);
+  p.T = int(T);
+  p.H = int(H);
+  p.qkDim = int(qkDim);
+  p.vDim = int(vDim);
+  p.scale = a.softmaxScale;
+  p.hasCtx = hasCtx;
+  p.rec = ctx.deviceRecord;
+  if (R == 0) {
+    // No requests: every token is padding.
+    p.R = 0;
+  }
+  std::unique_lock<std::mutex> lock(ctx.recordMutex, std::defer_lock);
+  if (ctx.synchronousChecks) {
+    lock.lock();
+    MLART_RETURN_IF_ERROR(resetRecord(ctx, stream));
+  }
+  prefillKernel<<<dim3(unsigned(T), unsigned(H)), kPfThreads, 0, stream>>>(p);
+  MLART_CUDA_CHECK_LAUNCH("prefillKernel");
+  return finish(ctx, stream, lock);
+}
+
+} // namespace mlart::cuda

@@ -1,0 +1,236 @@
+//===- MiscKernels.cu - add, rmsNorm, qConcat, quantize -------------------===//
+#include "cuda/CudaCommon.h"
+#include "cpu/TensorAccess.h"
+
+namespace mlart::cuda {
+namespace {
+
+struct T2 {
+  void *p;
+  int type;
+  int64_t s0;
+};
+T2 t2(const TensorRef &t) { return {t.data, int(t.dtype), t.strides[0]}; }
+
+__global__ void addKernel(T2 a, T2 b, T2 o, int64_t rows, int64_t cols) {
+  const int64_t n = rows * cols;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t r = i / cols, c = i % cols;
+    const float v = __fadd_rn(loadF(a.p, a.type, r * a.s0 + c),
+                              loadF(b.p, b.type, r * b.s0 + c));
+    storeF(o.p, o.type, r * o.s0 + c, v);
+  }
+}
+
+__global__ void rmsNormKernel(T2 x, const void *w, int wType, int64_t wS,
+                              T2 o, int64_t dim, float eps) {
+  const int64_t r = blockIdx.x;
+  __shared__ float red[32];
+  float part = 0.0f;
+  for (int64_t c = threadIdx.x; c < dim; c += blockDim.x) {
+    const float v = loadF(x.p, x.type, r * x.s0 + c);
+    part += v * v;
+  }
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1)
+    part += __shfl_xor_sync(0xffffffffu, part, off);
+  if ((threadIdx.x & 31) == 0)
+    red[threadIdx.x >> 5] = part;
+  __syncthreads();
+  float total = 0.0f;
+  for (int i = 0; i < int(blockDim.x / 32); ++i)
+    total += red[i];
+  const float ms = dim > 0 ? total / float(dim) : 0.0f;
+  const float inv = 1.0f / sqrtf(ms + eps);
+  for (int64_t c = threadIdx.x; c < dim; c += blockDim.x) {
+    const float v = loadF(x.p, x.type, r * x.s0 + c);
+    storeF(o.p, o.type, r * o.s0 + c,
+           __fmul_rn(__fmul_rn(v, inv), loadF(w, wType, c * wS)));
+  }
+}
+
+struct T3 {
+  void *p;
+  int type;
+  int64_t s0, s1;
+};
+T3 t3(const TensorRef &t) {
+  return {t.data, int(t.dtype), t.strides[0], t.strides[1]};
+}
+
+__global__ void qConcatKernel(T3 a, T3 b, T3 o, int64_t B, int64_t H,
+                              int64_t La, int64_t Lb) {
+  const int64_t L = La + Lb, n = B * H * L;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t c = i % L, bh = i / L, h = bh % H, bb = bh / H;
+    const T3 &s = c < La ? a : b;
+    const int64_t sc = c < La ? c : c - La;
+    const int64_t si = bb * s.s0 + h * s.s1 + sc;
+    const int64_t oi = bb * o.s0 + h * o.s1 + c;
+    if (s.type == o.type) {
+      if (o.type == int(DType::F32))
+        static_cast<uint32_t *>(o.p)[oi] = static_cast<const uint32_t *>(s.p)[si];
+      else
+        static_cast<uint16_t *>(o.p)[oi] = static_cast<const uint16_t *>(s.p)[si];
+    } else {
+      storeF(o.p, o.type, oi, loadF(s.p, s.type, si));
+    }
+  }
+}
+
+struct T4 {
+  void *p;
+  int type;
+  int64_t sizes[4], strides[4];
+};
+T4 t4(const TensorRef &t) {
+  T4 r{t.data, int(t.dtype), {1, 1, 1, 1}, {0, 0, 0, 0}};
+  for (int d = 0; d < t.rank; ++d) {
+    r.sizes[4 - t.rank + d] = t.sizes[d];
+    r.strides[4 - t.rank + d] = t.strides[d];
+  }
+  return r;
+}
+__device__ __forceinline__ int64_t offset4(const T4 &t, int64_t i) {
+  int64_t off = 0;
+  for (int d = 3; d >= 0; --d) {
+    off += (i % t.sizes[d]) * t.strides[d];
+    i /= t.sizes[d];
+  }
+  return off;
+}
+
+__global__ void quantizeKernel(T4 x, T4 o, const float *scale, int64_t n,
+                               int *badScale) {
+  const float s = *scale;
+  if (!(isfinite(s) && s > 0.0f)) {
+    if (blockIdx.x == 0 && threadIdx.x == 0)
+      atomicExch(badScale, 1);
+    return;
+  }
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x)
+    static_cast<uint8_t *>(o.p)[offset4(o, i)] =
+        floatToFp8Bits(__fdiv_rn(loadF(x.p, x.type, offset4(x, i)), s));
+}
+
+constexpr int kThreads = 256;
+
+Status finishChecked(CudaContext &ctx, cudaStream_t stream,
+                     std::unique_lock<std::mutex> &lock) {
+  if (!ctx.synchronousChecks)
+    return Status::success();
+  Status s = readRecord(ctx, stream, nullptr, nullptr, 1, 0, nullptr);
+  lock.unlock();
+  return s;
+}
+
+} // namespace
+
+Status add(CudaContext &ctx, const AddArgs &a, cudaStream_t stream) {
+  using namespace mlart::cpu;
+  MLART_RETURN_IF_ERROR(checkFloatTensor(a.a, "a", 2));
+  MLART_RETURN_IF_ERROR(checkFloatTensor(a.b, "b", 2));
+  MLART_RETURN_IF_ERROR(checkFloatTensor(a.out, "out", 2));
+  const int64_t rows = a.a.sizes[0], cols = a.a.sizes[1];
+  for (const TensorRef *t : {&a.b, &a.out}) {
+    MLART_RETURN_IF_ERROR(checkDim(*t, "operand", 0, rows));
+    MLART_RETURN_IF_ERROR(checkDim(*t, "operand", 1, cols));
+  }
+  if (rows * cols == 0)
+    return Status::success();
+  addKernel<<<gridFor(rows * cols, kThreads, int64_t(ctx.smCount) * 32),
+              kThreads, 0, stream>>>(t2(a.a), t2(a.b), t2(a.out), rows, cols);
+  MLART_CUDA_CHECK_LAUNCH("addKernel");
+  return Status::success();
+}
+
+Status rmsNorm(CudaContext &ctx, const RmsNormArgs &a, cudaStream_t stream) {
+  using namespace mlart::cpu;
+  (void)ctx;
+  MLART_RETURN_IF_ERROR(checkFloatTensor(a.x, "x", 2));
+  MLART_RETURN_IF_ERROR(checkFloatTensor(a.weight, "weight", 1));
+  MLART_RETURN_IF_ERROR(checkFloatTensor(a.out, "out", 2));
+  const int64_t tokens = a.x.sizes[0], dim = a.x.sizes[1];
+  MLART_RETURN_IF_ERROR(checkDim(a.weight, "weight", 0, dim));
+  MLART_RETURN_IF_ERROR(checkDim(a.out, "out", 0, tokens));
+  MLART_RETURN_IF_ERROR(checkDim(a.out, "out", 1, dim));
+  if (!(a.epsilon >= 0.0f))
+    return invalidArgument("rmsNorm epsilon must be >= 0");
+  if (tokens == 0)
+    return Status::success();
+  if (tokens > INT_MAX)
+    return invalidArgument("rmsNorm: too many rows");
+  rmsNormKernel<<<unsigned(tokens), kThreads, 0, stream>>>(
+      t2(a.x), a.weight.data, int(a.weight.dtype), a.weight.strides[0],
+      t2(a.out), dim, a.epsilon);
+  MLART_CUDA_CHECK_LAUNCH("rmsNormKernel");
+  return Status::success();
+}
+
+Status qConcat(CudaContext &ctx, const QConcatArgs &args, cudaStream_t stream) {
+  using namespace mlart::cpu;
+  MLART_RETURN_IF_ERROR(checkTensor(args.qLatent, "q_latent", 3));
+  MLART_RETURN_IF_ERROR(checkTensor(args.qPe, "q_pe", 3));
+  MLART_RETURN_IF_ERROR(checkTensor(args.out, "out", 3));
+  const TensorRef &a = args.qLatent, &b = args.qPe, &o = args.out;
+  if (!isActivationType(a.dtype) || !isActivationType(b.dtype) ||
+      !(isActivationType(o.dtype) || o.dtype == DType::F8E4M3FN))
+    return invalidArgument("q_concat: unsupported dtypes " + a.describe() +
+                           ", " + b.describe() + " -> " + o.describe());
+  if (a.sizes[0] != b.sizes[0] || a.sizes[1] != b.sizes[1] ||
+      o.sizes[0] != a.sizes[0] || o.sizes[1] != a.sizes[1] ||
+      o.sizes[2] != a.sizes[2] + b.sizes[2])
+    return invalidArgument("q_concat: out " + o.describe() +
+                           " is not concat(" + a.describe() + ", " +
+                           b.describe() + ")");
+  const int64_t n = o.sizes[0] * o.sizes[1] * o.sizes[2];
+  if (n == 0)
+    return Status::success();
+  qConcatKernel<<<gridFor(n, kThreads, int64_t(ctx.smCount) * 32), kThreads, 0,
+                  stream>>>(t3(a), t3(b), t3(o), a.sizes[0], a.sizes[1],
+                            a.sizes[2], b.sizes[2]);
+  MLART_CUDA_CHECK_LAUNCH("qConcatKernel");
+  return Status::success();
+}
+
+Status quantize(CudaContext &ctx, const QuantizeArgs &args,
+                cudaStream_t stream) {
+  const TensorRef &x = args.x, &out = args.out;
+  if (!x.present() || !out.present() || !args.scale.present())
+    return invalidArgument("quantize needs x, scale and out");
+  if (x.rank < 0 || x.rank > kMaxRank)
+    return invalidArgument("quantize: bad rank of x");
+  if (!isFloatType(x.dtype))
+    return invalidArgument("quantize: x must be f32, f16 or bf16, got " +
+                           x.describe());
+  if (out.dtype != DType::F8E4M3FN)
+    return invalidArgument("quantize: out must be f8e4m3fn, got " +
+                           out.describe());
+  bool same = out.rank == x.rank;
+  for (int d = 0; same && d < x.rank; ++d)
+    same = out.sizes[d] == x.sizes[d] && x.sizes[d] >= 0;
+  if (!same)
+    return invalidArgument("quantize: out " + out.describe() +
+                           " must have the shape of x " + x.describe());
+  const TensorRef &s = args.scale;
+  if (s.dtype != DType::F32 ||
+      !(s.rank == 0 || (s.rank == 1 && s.sizes[0] == 1)))
+    return invalidArgument(
+        "quantize: scale must be a [] or [1] f32 tensor, got " + s.describe());
+  const int64_t n = x.numElements();
+  std::unique_lock<std::mutex> lock(ctx.recordMutex, std::defer_lock);
+  if (ctx.synchronousChecks) {
+    lock.lock();
+    MLART_RETURN_IF_ERROR(resetRecord(ctx, stream));
+  }
+  quantizeKernel<<<gridFor(n, kThreads, int64_t(ctx.smCount) * 32), kThreads, 0,
+                   stream>>>(t4(x), t4(out), static_cast<const float *>(s.data),
+                             n, &ctx.deviceRecord->badScale);
+  MLART_CUDA_CHECK_LAUNCH("quantizeKernel");
+  return finishChecked(ctx, stream, lock);
+}
+
+} // namespace mlart::cuda

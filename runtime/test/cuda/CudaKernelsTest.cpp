@@ -1,0 +1,558 @@
+//===- CudaKernelsTest.cpp - Every CUDA kernel against the CPU reference --===//
+#include "CudaTestUtil.h"
+
+#include <algorithm>
+#include <numeric>
+
+using namespace mlart;
+using namespace mlart::cudatest;
+
+namespace {
+
+const KernelLibrary &cpu() { return cpuKernelLibrary(); }
+
+/// A paged cache mirrored host/device, filled with random bytes (random
+/// finite values for plain caches).
+struct Cache {
+  KVCacheDesc desc;
+  Arr bytes;
+  float scale = 1.0f;
+  Cache(CudaDevice *d, CacheLayout layout, DType t, int64_t blocks, int64_t bs) {
+    desc.numBlocks = blocks;
+    desc.blockSize = bs;
+    desc.layout = layout;
+    desc.dtype = layout == CacheLayout::Plain ? t : DType::F8E4M3FN;
+    bytes = Arr(d, DType::F8E4M3FN, {desc.totalBytes()});
+    for (auto &b : bytes.host)
+      b = uint8_t(rng()() & 0x77); // finite in every encoding
+    bytes.up(d);
+  }
+  KVCacheRef h() {
+    KVCacheRef r;
+    r.desc = desc;
+    r.data = bytes.host.data();
+    r.scale = scale;
+    return r;
+  }
+  KVCacheRef d() {
+    KVCacheRef r = h();
+    r.data = bytes.dev.data();
+    return r;
+  }
+};
+
+Arr randomArr(CudaDevice *d, DType t, std::vector<int64_t> s, float lo = -1,
+              float hi = 1) {
+  Arr a(d, t, std::move(s));
+  a.random(lo, hi);
+  a.up(d);
+  return a;
+}
+
+/// Distinct random slots (some negative) for n tokens.
+std::vector<int64_t> randomSlots(int64_t n, int64_t numSlots, int64_t firstSlot = 0) {
+  std::vector<int64_t> all(static_cast<size_t>(numSlots - firstSlot));
+  std::iota(all.begin(), all.end(), firstSlot);
+  std::shuffle(all.begin(), all.end(), rng());
+  std::vector<int64_t> s(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i)
+    s[size_t(i)] = (rng()() % 7 == 0) ? -1 : all[size_t(i)];
+  return s;
+}
+
+Arr slotArr(CudaDevice *d, const std::vector<int64_t> &s, bool i64) {
+  Arr a(d, i64 ? DType::I64 : DType::I32, {int64_t(s.size())});
+  if (i64)
+    a.setI64(s);
+  else
+    a.setI32(std::vector<int32_t>(s.begin(), s.end()));
+  a.up(d);
+  return a;
+}
+
+struct UpdateCase {
+  CacheLayout layout;
+  DType dtype;
+  int64_t tokens, mapped, blockSize;
+  bool i64;
+};
+
+class CudaCacheUpdate : public ::testing::TestWithParam<UpdateCase> {};
+
+TEST_P(CudaCacheUpdate, MatchesCpuBitForBit) {
+  REQUIRE_GPU();
+  const UpdateCase c = GetParam();
+  Cache cache(dev, c.layout, c.dtype, 4 + (c.tokens + c.blockSize - 1) / c.blockSize * 2,
+              c.blockSize);
+  cache.scale = 0.037f;
+  const DType in = c.layout == CacheLayout::Plain ? c.dtype : c.dtype;
+  Arr kv = randomArr(dev, in, {c.tokens, 512}, -3, 3);
+  Arr kp = randomArr(dev, in, {c.tokens, 64}, -3, 3);
+  Arr slots = slotArr(dev, randomSlots(c.mapped, cache.desc.numSlots()), c.i64);
+  CacheUpdateArgs h{kv.h(), kp.h(), slots.h(), cache.h()};
+  CacheUpdateArgs g{kv.d(), kp.d(), slots.d(), cache.d()};
+  ASSERT_TRUE(cpu().cacheUpdate(h, nullptr).ok());
+  Status s = dev->kernels().cacheUpdate(g, nullptr);
+  ASSERT_TRUE(s.ok()) << s.message();
+  EXPECT_TRUE(cache.bytes.down(dev) == cache.bytes.host)
+      << "cache differs from the CPU reference";
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Grid, CudaCacheUpdate,
+    ::testing::Values(UpdateCase{CacheLayout::Plain, DType::BF16, 37, 37, 16, true},
+                      UpdateCase{CacheLayout::Plain, DType::BF16, 300, 250, 64, false},
+                      UpdateCase{CacheLayout::Plain, DType::BF16, 3000, 3000, 32, true},
+                      UpdateCase{CacheLayout::Plain, DType::F16, 129, 100, 16, false},
+                      UpdateCase{CacheLayout::Plain, DType::F32, 77, 77, 32, true},
+                      UpdateCase{CacheLayout::Fp8PerTensor, DType::BF16, 65, 60, 16, true},
+                      UpdateCase{CacheLayout::Fp8PerTensor, DType::F32, 2000, 2000, 64, false},
+                      UpdateCase{CacheLayout::Fp8DsMla, DType::BF16, 90, 90, 64, true},
+                      UpdateCase{CacheLayout::Fp8DsMla, DType::F16, 1500, 1400, 16, false}));
+
+// Out-of-range slots (device data) are caught on the device: error status,
+// the cache untouched -- for the inline check (small) and the separate
+// validation kernel (large).
+TEST(CudaCacheUpdateErrors, OutOfRangeSlotWritesNothing) {
+  REQUIRE_GPU();
+  for (int64_t tokens : {5, 40, 2500}) {
+    Cache cache(dev, CacheLayout::Plain, DType::BF16, 200, 16);
+    Arr kv = randomArr(dev, DType::BF16, {tokens, 512});
+    Arr kp = randomArr(dev, DType::BF16, {tokens, 64});
+    auto sl = randomSlots(tokens, cache.desc.numSlots());
+    sl[size_t(tokens / 2)] = cache.desc.numSlots() + 3;
+    Arr slots = slotArr(dev, sl, true);
+    Status s = dev->kernels().cacheUpdate({kv.d(), kp.d(), slots.d(), cache.d()}, nullptr);
+    EXPECT_EQ(s.code(), StatusCode::OutOfRange) << s.message();
+    EXPECT_NE(s.message().find(std::to_string(cache.desc.numSlots() + 3)), std::string::npos)
+        << s.message();
+    EXPECT_TRUE(cache.bytes.down(dev) == cache.bytes.host) << "cache was touched";
+    // The device stays usable.
+    sl[size_t(tokens / 2)] = -1;
+    Arr ok = slotArr(dev, sl, true);
+    EXPECT_TRUE(dev->kernels().cacheUpdate({kv.d(), kp.d(), ok.d(), cache.d()}, nullptr).ok());
+  }
+}
+
+TEST(CudaCacheUpdateErrors, CheckedModeRefusesProtectedBlocks) {
+  REQUIRE_GPU();
+  for (int64_t tokens : {8, 2100}) {
+    Cache cache(dev, CacheLayout::Plain, DType::BF16, 300, 16);
+    Arr wp(dev, DType::F8E4M3FN, {cache.desc.numBlocks});
+    std::fill(wp.host.begin(), wp.host.end(), 0);
+    wp.host[0] = 1;
+    wp.host[7] = 1;
+    wp.up(dev);
+    Arr kv = randomArr(dev, DType::BF16, {tokens, 512});
+    Arr kp = randomArr(dev, DType::BF16, {tokens, 64});
+    auto sl = randomSlots(tokens, cache.desc.numSlots(), 16 * 8);
+    sl[1] = 7 * 16 + 3;
+    Arr slots = slotArr(dev, sl, false);
+    uint64_t refused = 0;
+    KVCacheRef ref = cache.d();
+    ref.writeProtect = static_cast<const uint8_t *>(wp.dev.data());
+    ref.refusedWrites = &refused;
+    Status s = dev->kernels().cacheUpdate({kv.d(), kp.d(), slots.d(), ref}, nullptr);
+    EXPECT_EQ(s.code(), StatusCode::PermissionDenied) << s.message();
+    EXPECT_EQ(refused, 1u);
+    EXPECT_TRUE(cache.bytes.down(dev) == cache.bytes.host) << "cache was touched";
+    // Host-memory flags cannot be read by the kernel: refused up front.
+    ref.writeProtect = wp.host.data();
+    EXPECT_EQ(dev->kernels().cacheUpdate({kv.d(), kp.d(), slots.d(), ref}, nullptr).code(),
+              StatusCode::InvalidArgument);
+  }
+}
+
+TEST(CudaCacheUpdateErrors, ShapeErrorsAreCaughtOnTheHost) {
+  REQUIRE_GPU();
+  Cache cache(dev, CacheLayout::Plain, DType::BF16, 4, 16);
+  Arr kv = randomArr(dev, DType::BF16, {4, 500});
+  Arr kp = randomArr(dev, DType::BF16, {4, 64});
+  Arr slots = slotArr(dev, {0, 1, 2, 3}, true);
+  EXPECT_EQ(dev->kernels().cacheUpdate({kv.d(), kp.d(), slots.d(), cache.d()}, nullptr).code(),
+            StatusCode::InvalidArgument);
+}
+
+Arr cosSinTable(CudaDevice *d, int64_t maxPos, int64_t rope) {
+  Arr t(d, DType::F32, {maxPos, rope});
+  for (int64_t p = 0; p < maxPos; ++p)
+    for (int64_t i = 0; i < rope / 2; ++i) {
+      const double f = p * std::pow(10000.0, -2.0 * double(i) / double(rope));
+      t.set(p * rope + i, float(std::cos(f)));
+      t.set(p * rope + rope / 2 + i, float(std::sin(f)));
+    }
+  t.up(d);
+  return t;
+}
+
+TEST(CudaRope, MatchesCpuBitForBit) {
+  REQUIRE_GPU();
+  for (RopeStyle style : {RopeStyle::NeoX, RopeStyle::GptJ})
+    for (DType t : {DType::BF16, DType::F32})
+      for (int heads : {0, 1, 16}) {
+        const int64_t T = 33;
+        Arr cs = cosSinTable(dev, 4096, 64);
+        Arr x = heads ? randomArr(dev, t, {T, heads, 64}, -2, 2)
+                      : randomArr(dev, t, {T, 64}, -2, 2);
+        Arr pos(dev, DType::I64, {T});
+        std::vector<int64_t> p(static_cast<size_t>(T));
+        for (auto &v : p)
+          v = int64_t(rng()() % 4096);
+        pos.setI64(p);
+        pos.up(dev);
+        ASSERT_TRUE(cpu().rope({x.h(), pos.h(), cs.h(), style}, nullptr).ok());
+        Status s = dev->kernels().rope({x.d(), pos.d(), cs.d(), style}, nullptr);
+        ASSERT_TRUE(s.ok()) << s.message();
+        EXPECT_TRUE(x.down(dev) == x.host) << "rope differs, heads " << heads;
+      }
+}
+
+TEST(CudaRope, BadPositionWritesNothing) {
+  REQUIRE_GPU();
+  Arr cs = cosSinTable(dev, 128, 64);
+  Arr x = randomArr(dev, DType::BF16, {9, 4, 64});
+  Arr pos(dev, DType::I32, {9});
+  pos.setI32({0, 1, 2, 3, 128, 5, 6, 7, 8});
+  pos.up(dev);
+  Status s = dev->kernels().rope({x.d(), pos.d(), cs.d(), RopeStyle::NeoX}, nullptr);
+  EXPECT_EQ(s.code(), StatusCode::OutOfRange) << s.message();
+  EXPECT_TRUE(x.down(dev) == x.host);
+}
+
+TEST(CudaRopeCacheUpdate, MatchesCpuBitForBit) {
+  REQUIRE_GPU();
+  struct C {
+    CacheLayout layout;
+    int64_t T, N;
+    int Hq;
+    RopeStyle style;
+  };
+  for (C c : {C{CacheLayout::Plain, 7, 7, 16, RopeStyle::NeoX},
+              C{CacheLayout::Plain, 256, 200, 128, RopeStyle::GptJ},
+              C{CacheLayout::Plain, 1500, 1500, 16, RopeStyle::NeoX},
+              C{CacheLayout::Fp8PerTensor, 40, 40, 16, RopeStyle::NeoX},
+              C{CacheLayout::Fp8DsMla, 64, 60, 8, RopeStyle::GptJ}}) {
+    Cache cache(dev, c.layout, DType::BF16, 128, 32);
+    cache.scale = 0.05f;
+    Arr kv = randomArr(dev, DType::BF16, {c.T, 512}, -2, 2);
+    Arr kp = randomArr(dev, DType::BF16, {c.T, 64}, -2, 2);
+    Arr q = randomArr(dev, DType::BF16, {c.T, c.Hq, 64}, -2, 2);
+    Arr kOut(dev, DType::BF16, {c.T, 64});
+    kOut.poison();
+    kOut.up(dev);
+    Arr cs = cosSinTable(dev, 8192, 64);
+    Arr pos(dev, DType::I64, {c.T});
+    std::vector<int64_t> p(static_cast<size_t>(c.T));
+    for (auto &v : p)
+      v = int64_t(rng()() % 8192);
+    pos.setI64(p);
+    pos.up(dev);
+    Arr slots = slotArr(dev, randomSlots(c.N, cache.desc.numSlots()), true);
+    RopeCacheUpdateArgs h{kv.h(), kp.h(), slots.h(), cache.h(), pos.h(), cs.h(),
+                          c.style, q.h(), kOut.h()};
+    RopeCacheUpdateArgs g{kv.d(), kp.d(), slots.d(), cache.d(), pos.d(), cs.d(),
+                          c.style, q.d(), kOut.d()};
+    ASSERT_TRUE(cpu().ropeCacheUpdate(h, nullptr).ok());
+    Status s = dev->kernels().ropeCacheUpdate(g, nullptr);
+    ASSERT_TRUE(s.ok()) << s.message();
+    EXPECT_TRUE(cache.bytes.down(dev) == cache.bytes.host) << "cache, T=" << c.T;
+    EXPECT_TRUE(kp.down(dev) == kp.host) << "k_pe, T=" << c.T;
+    EXPECT_TRUE(q.down(dev) == q.host) << "q_pe, T=" << c.T;
+    EXPECT_TRUE(kOut.down(dev) == kOut.host) << "k_pe_out, T=" << c.T;
+  }
+}
+
+// --- Decode attention. -------------------------------------------------------
+struct DecodeCase {
+  int64_t B, H, blockSize;
+  CacheLayout layout;
+  DType cacheType, qType;
+  int numSplits;
+  int64_t maxLen;
+};
+
+class CudaDecode : public ::testing::TestWithParam<DecodeCase> {};
+
+TEST_P(CudaDecode, MatchesCpu) {
+  REQUIRE_GPU();
+  const DecodeCase c = GetParam();
+  const int64_t maxBlocks = (c.maxLen + c.blockSize - 1) / c.blockSize;
+  const int64_t numBlocks = c.B * maxBlocks + 3;
+  Cache cache(dev, c.layout, c.cacheType, numBlocks, c.blockSize);
+  cache.scale = 0.02f;
+  // Random finite rows: write random values through the CPU cache update.
+  {
+    const int64_t n = cache.desc.numSlots();
+    const DType in = c.layout == CacheLayout::Plain ? c.cacheType : DType::F32;
+    Arr kv(dev, in, {n, 512}), kp(dev, in, {n, 64});
+    kv.random(-1, 1);
+    kp.random(-1, 1);
+    std::vector<int64_t> s(static_cast<size_t>(n));
+    std::iota(s.begin(), s.end(), 0);
+    Arr sl(dev, DType::I64, {n});
+    sl.setI64(s);
+    ASSERT_TRUE(cpu().cacheUpdate({kv.h(), kp.h(), sl.h(), cache.h()}, nullptr).ok());
+  }
+  // Pages in random order; lengths random, including 0 and the maximum.
+  std::vector<int32_t> ids(static_cast<size_t>(numBlocks - 1));
+  std::iota(ids.begin(), ids.end(), 1);
+  std::shuffle(ids.begin(), ids.end(), rng());
+  std::vector<int32_t> table(static_cast<size_t>(c.B * maxBlocks)), lens(static_cast<size_t>(c.B));
+  for (int64_t b = 0; b < c.B; ++b) {
+    lens[size_t(b)] = b == 0 ? int32_t(c.maxLen)
+                             : (b == 1 && c.B > 2 ? 0 : int32_t(rng()() % (c.maxLen + 1)));
+    for (int64_t j = 0; j < maxBlocks; ++j)
+      table[size_t(b * maxBlocks + j)] = ids[size_t(b * maxBlocks + j)];
+  }
+  // Rows past seq_len are poisoned with NaN (plain caches): never read.
+  if (c.layout == CacheLayout::Plain)
+    for (int64_t b = 0; b < c.B; ++b)
+      for (int64_t pos = lens[size_t(b)]; pos < maxBlocks * c.blockSize; ++pos) {
+        const int64_t slot = table[size_t(b * maxBlocks + pos / c.blockSize)] * c.blockSize +
+                             pos % c.blockSize;
+        for (int64_t i = 0; i < 576; ++i)
+          storeFromFloat(cache.bytes.host.data() + slot * cache.desc.rowBytes(),
+                         c.cacheType, size_t(i), NAN);
+      }
+  cache.bytes.up(dev);
+  Arr tab(dev, DType::I32, {c.B, maxBlocks});
+  tab.setI32(table);
+  tab.up(dev);
+  Arr len(dev, DType::I32, {c.B});
+  len.setI32(lens);
+  len.up(dev);
+  Arr q = randomArr(dev, c.qType, {c.B, c.H, 576}, -1, 1);
+  Arr out(dev, c.qType, {c.B, c.H, 512}), lse(dev, DType::F32, {c.B, c.H});
+  out.poison();
+  lse.poison();
+  out.up(dev);
+  lse.up(dev);
+  const float scale = 1.0f / std::sqrt(192.0f);
+  DecodeAttentionArgs h{q.h(), cache.h(), tab.h(), len.h(), scale, out.h(), lse.h(), c.numSplits};
+  DecodeAttentionArgs g{q.d(), cache.d(), tab.d(), len.d(), scale, out.d(), lse.d(), c.numSplits};
+  ASSERT_TRUE(cpu().decodeAttention(h, nullptr).ok());
+  Status s = dev->kernels().decodeAttention(g, nullptr);
+  ASSERT_TRUE(s.ok()) << s.message();
+  const double eOut = relErr(out, out.down(dev));
+  EXPECT_LT(eOut, c.qType == DType::F32 ? 1e-4 : 1.5e-2) << "out";
+  auto lg = lse.down(dev);
+  double maxDiff = 0;
+  for (int64_t i = 0; i < lse.numel(); ++i) {
+    const float r = lse.get(i), gv = loadAsFloat(lg.data(), DType::F32, size_t(i));
+    if (std::isinf(r) && r == gv)
+      continue;
+    maxDiff = std::max(maxDiff, std::isnan(gv) ? INFINITY : double(std::fabs(r - gv)));
+  }
+  EXPECT_LT(maxDiff, 2e-2) << "lse";
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Grid, CudaDecode,
+    ::testing::Values(
+        DecodeCase{4, 16, 16, CacheLayout::Plain, DType::BF16, DType::BF16, 0, 1000},
+        DecodeCase{3, 16, 32, CacheLayout::Plain, DType::BF16, DType::BF16, 1, 300},
+        DecodeCase{5, 32, 64, CacheLayout::Plain, DType::BF16, DType::BF16, 3, 777},
+        DecodeCase{2, 128, 64, CacheLayout::Plain, DType::BF16, DType::BF16, 0, 2048},
+        DecodeCase{3, 128, 16, CacheLayout::Plain, DType::BF16, DType::BF16, 2, 200},
+        DecodeCase{3, 5, 16, CacheLayout::Plain, DType::F32, DType::F32, 0, 150},
+        DecodeCase{3, 16, 32, CacheLayout::Plain, DType::BF16, DType::F32, 0, 150},
+        DecodeCase{2, 3, 16, CacheLayout::Fp8DsMla, DType::BF16, DType::BF16, 0, 100},
+        DecodeCase{2, 4, 64, CacheLayout::Fp8PerTensor, DType::BF16, DType::F32, 0, 130}));
+
+TEST(CudaDecodeErrors, BadSeqLenIsReported) {
+  REQUIRE_GPU();
+  Cache cache(dev, CacheLayout::Plain, DType::BF16, 8, 16);
+  Arr tab(dev, DType::I32, {1, 2});
+  tab.setI32({1, 2});
+  tab.up(dev);
+  Arr len(dev, DType::I32, {1});
+  len.setI32({33});
+  len.up(dev);
+  Arr q = randomArr(dev, DType::BF16, {1, 16, 576});
+  Arr out(dev, DType::BF16, {1, 16, 512});
+  Status s = dev->kernels().decodeAttention(
+      {q.d(), cache.d(), tab.d(), len.d(), 0.1f, out.d(), {}, 0}, nullptr);
+  EXPECT_EQ(s.code(), StatusCode::OutOfRange) << s.message();
+}
+
+// --- Prefill. ----------------------------------------------------------------
+TEST(CudaPrefill, MatchesCpuWithAndWithoutContext) {
+  REQUIRE_GPU();
+  for (bool ctx : {false, true}) {
+    const int64_t H = 4, nope = 128, rope = 64, vDim = 128;
+    std::vector<int32_t> qsl = {0, 5, 5, 37, 40};
+    const int64_t T = 42; // two padding tokens
+    const int64_t R = int64_t(qsl.size()) - 1;
+    Arr q = randomArr(dev, DType::BF16, {T, H, nope + rope});
+    Arr k = randomArr(dev, DType::BF16, {T, H, nope + rope});
+    Arr v = randomArr(dev, DType::BF16, {T, H, vDim});
+    Arr loc(dev, DType::I32, {R + 1});
+    loc.setI32(qsl);
+    loc.up(dev);
+    Arr out(dev, DType::BF16, {T, H, vDim}), lse(dev, DType::F32, {T, H});
+    out.poison();
+    out.up(dev);
+    lse.poison();
+    lse.up(dev);
+    const float scale = 1.0f / std::sqrt(192.0f);
+    PrefillAttentionArgs h{q.h(), k.h(), v.h(), loc.h(), scale, out.h(), lse.h()};
+    PrefillAttentionArgs g{q.d(), k.d(), v.d(), loc.d(), scale, out.d(), lse.d()};
+    Cache cache(dev, CacheLayout::Plain, DType::BF16, 40, 16);
+    Arr tab(dev, DType::I32, {R, 4}), clen(dev, DType::I32, {R});
+    Arr wuk = randomArr(dev, DType::BF16, {H, nope, 512}, -0.1f, 0.1f);
+    Arr wuv = randomArr(dev, DType::BF16, {H, 512, vDim}, -0.1f, 0.1f);
+    if (ctx) {
+      {
+        const int64_t n = cache.desc.numSlots();
+        Arr kv(dev, DType::BF16, {n, 512}), kp(dev, DType::BF16, {n, 64});
+        kv.random();
+        kp.random();
+        std::vector<int64_t> s(static_cast<size_t>(n));
+        std::iota(s.begin(), s.end(), 0);
+        Arr sl(dev, DType::I64, {n});
+        sl.setI64(s);
+        ASSERT_TRUE(cpu().cacheUpdate({kv.h(), kp.h(), sl.h(), cache.h()}, nullptr).ok());
+        cache.bytes.up(dev);
+      }
+      std::vector<int32_t> t(static_cast<size_t>(R * 4));
+      for (size_t i = 0; i < t.size(); ++i)
+        t[i] = int32_t(1 + (i * 7) % 39);
+      tab.setI32(t);
+      tab.up(dev);
+      clen.setI32({17, 0, 64, 3});
+      clen.up(dev);
+      h.cache = cache.h();
+      g.cache = cache.d();
+      h.blockTable = tab.h();
+      g.blockTable = tab.d();
+      h.contextLens = clen.h();
+      g.contextLens = clen.d();
+      h.wUK = wuk.h();
+      g.wUK = wuk.d();
+      h.wUV = wuv.h();
+      g.wUV = wuv.d();
+    }
+    ASSERT_TRUE(cpu().prefillAttention(h, nullptr).ok());
+    Status s = dev->kernels().prefillAttention(g, nullptr);
+    ASSERT_TRUE(s.ok()) << s.message();
+    EXPECT_LT(relErr(out, out.down(dev)), 1.5e-2) << "context " << ctx;
+    auto lg = lse.down(dev);
+    for (int64_t i = 0; i < lse.numel(); ++i) {
+      const float r = lse.get(i), gv = loadAsFloat(lg.data(), DType::F32, size_t(i));
+      if (std::isinf(r)) {
+        EXPECT_EQ(r, gv) << i;
+        continue;
+      }
+      EXPECT_NEAR(r, gv, 2e-2) << i;
+    }
+  }
+}
+
+// --- Small kernels. ----------------------------------------------------------
+TEST(CudaSmallKernels, RmsNormAddConcatQuantize) {
+  REQUIRE_GPU();
+  for (DType t : {DType::BF16, DType::F32}) {
+    Arr x = randomArr(dev, t, {37, 1000}, -2, 2);
+    Arr w = randomArr(dev, t, {1000}, 0.5f, 1.5f);
+    Arr o(dev, t, {37, 1000});
+    o.poison();
+    o.up(dev);
+    ASSERT_TRUE(cpu().rmsNorm({x.h(), w.h(), 1e-6f, o.h()}, nullptr).ok());
+    ASSERT_TRUE(dev->kernels().rmsNorm({x.d(), w.d(), 1e-6f, o.d()}, nullptr).ok());
+    EXPECT_LT(relErr(o, o.down(dev)), t == DType::F32 ? 1e-6 : 8e-3) << "rmsNorm";
+
+    Arr y = randomArr(dev, t, {37, 1000});
+    Arr s(dev, t, {37, 1000});
+    s.poison();
+    s.up(dev);
+    ASSERT_TRUE(cpu().add({x.h(), y.h(), s.h()}, nullptr).ok());
+    ASSERT_TRUE(dev->kernels().add({x.d(), y.d(), s.d()}, nullptr).ok());
+    EXPECT_TRUE(s.down(dev) == s.host) << "add";
+  }
+  {
+    Arr a = randomArr(dev, DType::BF16, {9, 16, 512});
+    Arr b = randomArr(dev, DType::BF16, {9, 16, 64});
+    for (DType ot : {DType::BF16, DType::F8E4M3FN, DType::F32}) {
+      Arr o(dev, ot, {9, 16, 576});
+      o.poison();
+      o.up(dev);
+      ASSERT_TRUE(cpu().qConcat({a.h(), b.h(), o.h()}, nullptr).ok());
+      ASSERT_TRUE(dev->kernels().qConcat({a.d(), b.d(), o.d()}, nullptr).ok());
+      EXPECT_TRUE(o.down(dev) == o.host) << "qConcat " << dtypeName(ot);
+    }
+  }
+  {
+    Arr x = randomArr(dev, DType::BF16, {3, 5, 7, 11}, -500, 500);
+    Arr sc(dev, DType::F32, {1});
+    sc.set(0, 0.7f);
+    sc.up(dev);
+    Arr o(dev, DType::F8E4M3FN, {3, 5, 7, 11});
+    o.poison();
+    o.up(dev);
+    ASSERT_TRUE(cpu().quantize({x.h(), sc.h(), o.h()}, nullptr).ok());
+    ASSERT_TRUE(dev->kernels().quantize({x.d(), sc.d(), o.d()}, nullptr).ok());
+    EXPECT_TRUE(o.down(dev) == o.host) << "quantize";
+    sc.set(0, 0.0f);
+    sc.up(dev);
+    auto before = o.down(dev);
+    EXPECT_EQ(dev->kernels().quantize({x.d(), sc.d(), o.d()}, nullptr).code(),
+              StatusCode::InvalidArgument);
+    EXPECT_TRUE(o.down(dev) == before);
+  }
+}
+
+TEST(CudaGemm, QAbsorbVUpLinear) {
+  REQUIRE_GPU();
+  const int64_t B = 7, H = 16;
+  Arr qn = randomArr(dev, DType::BF16, {B, H, 128});
+  Arr wuk = randomArr(dev, DType::BF16, {H, 128, 512}, -0.2f, 0.2f);
+  // Strided output: the latent part of the assembled [B, H, 576] query.
+  Arr qfull(dev, DType::BF16, {B, H, 576});
+  qfull.poison();
+  qfull.up(dev);
+  auto view = [](TensorRef t) {
+    t.sizes[2] = 512;
+    return t;
+  };
+  Status s = cpu().qAbsorb({qn.h(), wuk.h(), view(qfull.h())}, nullptr);
+  ASSERT_TRUE(s.ok()) << s.message();
+  s = dev->kernels().qAbsorb({qn.d(), wuk.d(), view(qfull.d())}, nullptr);
+  if (s.code() == StatusCode::Unavailable)
+    GTEST_SKIP() << s.message();
+  ASSERT_TRUE(s.ok()) << s.message();
+  {
+    auto got = qfull.down(dev);
+    double num = 0, den = 0;
+    for (int64_t r = 0; r < B * H; ++r)
+      for (int64_t c = 0; c < 576; ++c) {
+        const int64_t i = r * 576 + c;
+        const float ref = qfull.get(i), g = loadAsFloat(got.data(), DType::BF16, size_t(i));
+        if (c >= 512) {
+          EXPECT_TRUE(std::isnan(g)) << "wrote past the view";
+          continue;
+        }
+        num += (g - ref) * (g - ref);
+        den += ref * ref;
+      }
+    EXPECT_LT(std::sqrt(num / den), 1e-2);
+  }
+  Arr ol = randomArr(dev, DType::BF16, {B, H, 512});
+  Arr wuv = randomArr(dev, DType::BF16, {H, 512, 128}, -0.2f, 0.2f);
+  Arr vo(dev, DType::BF16, {B, H, 128});
+  vo.poison();
+  vo.up(dev);
+  ASSERT_TRUE(cpu().vUp({ol.h(), wuv.h(), vo.h()}, nullptr).ok());
+  ASSERT_TRUE(dev->kernels().vUp({ol.d(), wuv.d(), vo.d()}, nullptr).ok());
+  EXPECT_LT(relErr(vo, vo.down(dev)), 1e-2);
+
+  Arr x = randomArr(dev, DType::BF16, {33, 300});
+  Arr w = randomArr(dev, DType::BF16, {200, 300}, -0.1f, 0.1f);
+  Arr lo(dev, DType::BF16, {33, 200});
+  lo.poison();
+  lo.up(dev);
+  ASSERT_TRUE(cpu().linear({x.h(), w.h(), lo.h()}, nullptr).ok());
+  ASSERT_TRUE(dev->kernels().linear({x.d(), w.d(), lo.d()}, nullptr).ok());
+  EXPECT_LT(relErr(lo, lo.down(dev)), 1e-2);
+}
+
+} // namespace
