@@ -19,6 +19,10 @@
 
 #include "NaiveReference.h"
 
+#ifdef MLA_RUN_HAVE_CUDA
+#include "mlart/CudaDevice.h"
+#endif
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -51,7 +55,7 @@ struct Options {
 int usage() {
   std::fprintf(stderr,
                "usage: mla-run ARTIFACT [--reference ARTIFACT] [--seed N] "
-               "[--steps N] [--context N] [--tolerance X] [--device cpu] "
+               "[--steps N] [--context N] [--tolerance X] [--device cpu|cuda] "
                "[--naive] [--json]\n"
                "  --naive  also compare with a float64 non-absorbed reference "
                "(decode steps of mla-gen models); compares the attention "
@@ -418,12 +422,24 @@ int main(int argc, char **argv) {
   Options options;
   if (!parseOptions(argc, argv, options))
     return usage();
-  if (options.device != "cpu") {
-    std::fprintf(stderr, "mla-run: device '%s' is not available (cpu)\n",
+  std::unique_ptr<Device> device;
+  if (options.device == "cpu") {
+    device = createCpuDevice();
+  } else if (options.device == "cuda") {
+#ifdef MLA_RUN_HAVE_CUDA
+    StatusOr<std::unique_ptr<CudaDevice>> cuda = createCudaDevice();
+    if (!cuda.ok())
+      return fail("creating the CUDA device", cuda.status());
+    device = std::move(cuda).value();
+#else
+    return fail("creating the CUDA device",
+                unavailable("mla-run was built without CUDA (no nvcc)"));
+#endif
+  } else {
+    std::fprintf(stderr, "mla-run: unknown device '%s' (cpu or cuda)\n",
                  options.device.c_str());
     return 1;
   }
-  std::unique_ptr<Device> device = createCpuDevice();
 
   StatusOr<Artifact> artifact = Artifact::loadFile(options.artifact);
   if (!artifact.ok())
