@@ -411,11 +411,6 @@ LogicalResult Translator::translate(Operation *op) {
     }
     return ids;
   };
-  auto optionalView = [&](Value v) -> FailureOr<unsigned> {
-    if (!v)
-      return kAbsent;
-    return viewOf(op, v);
-  };
   auto copy = [&](unsigned src, unsigned dst) {
     addInst({src, dst}, [this, loc](ArrayRef<uint32_t> v) {
       writer.copy(v[0], v[1], loc);
