@@ -18,6 +18,7 @@
 #include "mlart/KVCache.h"
 
 #include "NaiveReference.h"
+#include "NpyIO.h"
 
 #ifdef MLA_RUN_HAVE_CUDA
 #include "mlart/CudaDevice.h"
@@ -50,6 +51,12 @@ struct Options {
   bool json = false;
   bool naive = false;
   double naiveSoftmaxScale = 0.0; ///< 0: read it from the artifact
+  /// --input NAME=FILE.npy: host data of buffer NAME (instead of random).
+  std::vector<std::pair<std::string, std::string>> inputs;
+  std::string dumpOutput;     ///< --dump-output: last hidden_states_out
+  std::string decodeArtifact; ///< --decode-artifact: decode after prefill
+  int decodeSteps = 0;        ///< with --decode-artifact: --steps
+  int64_t sharedPrefix = 0;   ///< --shared-prefix: common prompt tokens
 };
 
 int usage() {
@@ -61,7 +68,17 @@ int usage() {
                "(decode steps of mla-gen models); compares the attention "
                "layers' contribution, output - input\n"
                "  --softmax-scale X  the model's scale for --naive (default: "
-               "the artifact's)\n");
+               "the artifact's)\n"
+               "  --input NAME=FILE.npy  bind buffer NAME's data from a .npy "
+               "file (repeatable; dtype and shape must match)\n"
+               "  --dump-output FILE.npy  write the last step's "
+               "hidden_states_out as float32\n"
+               "  --decode-artifact FILE  after one step of ARTIFACT (a "
+               "prefill), run FILE (a decode step) for --steps steps on the "
+               "same caches\n"
+               "  --shared-prefix N  all requests share their first N prompt "
+               "tokens (prefix caching)\n"
+               "  (see docs/mla-run.md)\n");
   return 2;
 }
 
@@ -90,12 +107,30 @@ bool parseOptions(int argc, char **argv, Options &o) {
       o.context = std::atoll(v);
     else if (a == "--tolerance" && (v = next()))
       o.tolerance = std::atof(v);
+    else if (a == "--input" && (v = next())) {
+      std::string kv = v;
+      size_t eq = kv.find('=');
+      if (eq == std::string::npos || eq == 0 || eq + 1 == kv.size())
+        return false;
+      o.inputs.emplace_back(kv.substr(0, eq), kv.substr(eq + 1));
+    } else if (a == "--dump-output" && (v = next()))
+      o.dumpOutput = v;
+    else if (a == "--decode-artifact" && (v = next()))
+      o.decodeArtifact = v;
+    else if (a == "--shared-prefix" && (v = next()))
+      o.sharedPrefix = std::atoll(v);
     else if (!a.empty() && a[0] != '-' && o.artifact.empty())
       o.artifact = a;
     else
       return false;
   }
-  return !o.artifact.empty() && o.steps > 0 && o.context >= 0;
+  if (!o.decodeArtifact.empty()) {
+    // One prefill step, then --steps decode steps.
+    o.decodeSteps = o.steps;
+    o.steps = 1;
+  }
+  return !o.artifact.empty() && o.steps > 0 && o.context >= 0 &&
+         o.sharedPrefix >= 0;
 }
 
 int fail(const std::string &what, const Status &status) {
@@ -142,6 +177,15 @@ public:
 
   std::vector<KVCache> &caches() { return caches_; }
   std::map<std::string, DeviceTensor> &tensors() { return tensors_; }
+  /// Takes over `prefill`'s caches, block manager and requests (whose
+  /// prompts are committed) to run `artifact`, a decode step, next; weights
+  /// of the same name and shape keep the prefill's values.
+  Status continueFrom(Harness &prefill, const Artifact &artifact,
+                      int64_t steps);
+  /// Full blocks the prefix cache found for prompts so far.
+  int64_t prefixHitBlocks() const {
+    return blocks_ ? blocks_->stats().hitTokens / blocks_->blockSize() : 0;
+  }
 
 private:
   void fillRandom(DeviceTensor &t, float scale, float mean = 0.0f);
@@ -163,7 +207,115 @@ private:
   std::unique_ptr<BlockManager> blocks_;
   int64_t requests_ = 0, tokens_ = 0, maxBlocks_ = 0;
   bool prefill_ = false;
+  /// --input data by buffer name, checked against the declarations.
+  std::map<std::string, std::vector<uint8_t>> bound_;
+  Status loadBoundInputs();
+  void applyBound(DeviceTensor &t, const std::string &name) {
+    auto it = bound_.find(name);
+    if (it != bound_.end())
+      t.host = it->second;
+  }
+  Status allocateTensors(const Artifact &artifact);
+  Status readShapes();
 };
+
+Status Harness::loadBoundInputs() {
+  for (const auto &[name, path] : options_.inputs) {
+    auto it = tensors_.find(name);
+    if (it == tensors_.end())
+      return invalidArgument("--input " + name + ": the artifact has no "
+                             "buffer named '" + name + "'");
+    const BufferDecl &decl = it->second.decl;
+    if (decl.role == BufferRole::StepMetadata || decl.role == BufferRole::Output)
+      return invalidArgument("--input " + name + ": '" + name + "' is " +
+                             bufferRoleName(decl.role) +
+                             " (mla-run computes it); only inputs and "
+                             "weights can be bound");
+    StatusOr<mlarun::NpyArray> array = mlarun::readNpy(path);
+    if (!array.ok())
+      return Status(array.status().code(),
+                    "--input " + name + ": " + array.status().message());
+    if (Status s = mlarun::checkNpyMatches(array.value(), decl.dtype,
+                                           decl.sizes, decl.rank);
+        !s.ok())
+      return invalidArgument("--input " + name + "=" + path + ": " +
+                             s.message());
+    bound_[name] = std::move(array.value().data);
+  }
+  return Status::success();
+}
+
+Status Harness::allocateTensors(const Artifact &artifact) {
+  artifact_ = &artifact;
+  for (const BufferDecl &decl : artifact.buffers()) {
+    DeviceTensor t;
+    t.decl = decl;
+    t.host.assign(size_t(decl.sizeBytes()), 0);
+    MLART_ASSIGN_OR_RETURN(t.buffer, device_.allocate(t.host.size()));
+    tensors_.emplace(decl.name, std::move(t));
+  }
+  return readShapes();
+}
+
+Status Harness::readShapes() {
+  for (const char *needed : {"slot_mapping", "positions", "block_table",
+                             "seq_lens"})
+    if (!has(needed))
+      return invalidArgument(std::string("the artifact has no buffer named '") +
+                             needed + "' (name step data with mla.name)");
+  prefill_ = has("query_start_loc");
+  tokens_ = tensors_.at("slot_mapping").decl.sizes[0];
+  requests_ = tensors_.at("block_table").decl.sizes[0];
+  maxBlocks_ = tensors_.at("block_table").decl.sizes[1];
+  if (!prefill_ && tokens_ != requests_)
+    return invalidArgument("a decode step has one token a request");
+  if (artifact_->caches().empty())
+    return invalidArgument("the artifact declares no cache");
+  return Status::success();
+}
+
+Status Harness::continueFrom(Harness &prefill, const Artifact &artifact,
+                             int64_t steps) {
+  MLART_RETURN_IF_ERROR(allocateTensors(artifact));
+  if (prefill_)
+    return invalidArgument("--decode-artifact: the artifact is a prefill "
+                           "step (it has query_start_loc); give a decode step");
+  if (requests_ != prefill.requests_)
+    return invalidArgument(
+        "--decode-artifact: the decode step's batch (" +
+        std::to_string(requests_) + ") must equal the prefill's request "
+        "count (" + std::to_string(prefill.requests_) + ")");
+  if (artifact.caches().size() != prefill.caches_.size())
+    return invalidArgument("--decode-artifact: the decode step has " +
+                           std::to_string(artifact.caches().size()) +
+                           " caches, the prefill step " +
+                           std::to_string(prefill.caches_.size()));
+  caches_ = std::move(prefill.caches_);
+  blocks_ = std::move(prefill.blocks_);
+  for (int64_t r = 0; r < requests_; ++r) {
+    MLART_ASSIGN_OR_RETURN(int64_t n, blocks_->numTokens(r));
+    if (n + steps > maxBlocks_ * blocks_->blockSize())
+      return invalidArgument(
+          "--decode-artifact: request " + std::to_string(r) + " has " +
+          std::to_string(n) + " tokens; " + std::to_string(steps) +
+          " decode steps exceed the decode block table's capacity of " +
+          std::to_string(maxBlocks_ * blocks_->blockSize()));
+  }
+  for (auto &[name, t] : tensors_) {
+    if (t.decl.role != BufferRole::Weight)
+      continue;
+    auto it = prefill.tensors_.find(name);
+    if (it == prefill.tensors_.end() || it->second.decl.dtype != t.decl.dtype ||
+        it->second.host.size() != t.host.size())
+      return invalidArgument("--decode-artifact: weight '" + name +
+                             "' is not in the prefill step with the same "
+                             "dtype and shape");
+    t.host = it->second.host;
+    MLART_RETURN_IF_ERROR(upload(t));
+  }
+  rng_ = prefill.rng_;
+  return device_.synchronize();
+}
 
 void Harness::fillRandom(DeviceTensor &t, float scale, float mean) {
   // Uniform on [-sqrt(3), sqrt(3)] (unit variance) from splitmix64: a whole
@@ -183,27 +335,8 @@ void Harness::fillRandom(DeviceTensor &t, float scale, float mean) {
 }
 
 Status Harness::setUp(const Artifact &artifact) {
-  artifact_ = &artifact;
-  for (const BufferDecl &decl : artifact.buffers()) {
-    DeviceTensor t;
-    t.decl = decl;
-    t.host.assign(size_t(decl.sizeBytes()), 0);
-    MLART_ASSIGN_OR_RETURN(t.buffer, device_.allocate(t.host.size()));
-    tensors_.emplace(decl.name, std::move(t));
-  }
-  for (const char *needed : {"slot_mapping", "positions", "block_table",
-                             "seq_lens"})
-    if (!has(needed))
-      return invalidArgument(std::string("the artifact has no buffer named '") +
-                             needed + "' (name step data with mla.name)");
-  prefill_ = has("query_start_loc");
-  tokens_ = tensors_.at("slot_mapping").decl.sizes[0];
-  requests_ = tensors_.at("block_table").decl.sizes[0];
-  maxBlocks_ = tensors_.at("block_table").decl.sizes[1];
-  if (!prefill_ && tokens_ != requests_)
-    return invalidArgument("a decode step has one token a request");
-  if (artifact.caches().empty())
-    return invalidArgument("the artifact declares no cache");
+  MLART_RETURN_IF_ERROR(allocateTensors(artifact));
+  MLART_RETURN_IF_ERROR(loadBoundInputs());
   int64_t blockSize = artifact.caches()[0].desc.blockSize;
   int64_t perRequest = prefill_ ? (tokens_ + requests_ - 1) / requests_ : 1;
   int64_t needed = options_.context + perRequest * options_.steps;
@@ -235,6 +368,7 @@ Status Harness::setUp(const Artifact &artifact) {
                                          : t.decl.sizes[t.decl.rank - 1];
         fillRandom(t, 1.0f / std::sqrt(float(std::max<int64_t>(fanIn, 1))));
       }
+      applyBound(t, name);
       MLART_RETURN_IF_ERROR(upload(t));
     }
   }
@@ -257,26 +391,19 @@ Status Harness::setUp(const Artifact &artifact) {
   MLART_ASSIGN_OR_RETURN(BlockManager manager, BlockManager::create(config));
   blocks_ = std::make_unique<BlockManager>(std::move(manager));
 
-  // Earlier context: each request's prompt is already in every cache.
+  // Earlier context: each request's prompt is already in every cache. With
+  // --shared-prefix the prompts start alike; each request is added after the
+  // previous one is committed, so its prefix hits the previous one's blocks
+  // and only the rest of its prompt is written.
   std::uniform_int_distribution<int32_t> token(1, 100000);
-  std::vector<ScheduledChunk> chunks;
-  for (int64_t r = 0; r < requests_; ++r) {
-    std::vector<int32_t> prompt(size_t(options_.context));
-    for (int32_t &id : prompt)
-      id = token(rng_);
-    if (options_.context > 0) {
-      MLART_ASSIGN_OR_RETURN(int64_t hit,
-                             blocks_->addRequest(r, prompt.data(),
-                                                 options_.context));
-      (void)hit;
-      chunks.push_back({r, 0, options_.context});
-    } else {
-      MLART_ASSIGN_OR_RETURN(int64_t hit, blocks_->addRequest(r, nullptr, 0));
-      (void)hit;
-    }
-  }
-  int64_t contextTokens = options_.context * requests_;
-  if (contextTokens > 0) {
+  std::vector<int32_t> shared(size_t(std::min(options_.sharedPrefix,
+                                              options_.context)));
+  for (int32_t &id : shared)
+    id = token(rng_);
+  auto writeContext = [&](const std::vector<ScheduledChunk> &chunks,
+                          int64_t contextTokens) -> Status {
+    if (contextTokens == 0)
+      return Status::success();
     MLART_ASSIGN_OR_RETURN(std::vector<int64_t> slots,
                            blocks_->buildSlotMapping(chunks, contextTokens));
     for (KVCache &cache : caches_) {
@@ -303,8 +430,35 @@ Status Harness::setUp(const Artifact &artifact) {
       CacheUpdateArgs args{kvC.ref(), kPe.ref(), slotBuf.ref(), cache.ref()};
       MLART_RETURN_IF_ERROR(device_.kernels().cacheUpdate(args, nullptr));
     }
-    for (int64_t r = 0; r < requests_; ++r)
+    return device_.synchronize();
+  };
+  std::vector<ScheduledChunk> chunks;
+  int64_t contextTokens = 0;
+  for (int64_t r = 0; r < requests_; ++r) {
+    std::vector<int32_t> prompt(size_t(options_.context));
+    for (size_t i = 0; i < prompt.size(); ++i)
+      prompt[i] = i < shared.size() ? shared[i] : token(rng_);
+    MLART_ASSIGN_OR_RETURN(
+        int64_t hit, blocks_->addRequest(r, options_.context > 0
+                                                ? prompt.data()
+                                                : nullptr,
+                                         options_.context));
+    if (options_.context > 0) {
+      chunks.push_back({r, hit, options_.context - hit});
+      contextTokens += options_.context - hit;
+    }
+    if (!shared.empty()) {
+      MLART_RETURN_IF_ERROR(writeContext(chunks, contextTokens));
       MLART_RETURN_IF_ERROR(blocks_->commitComputed(r, options_.context));
+      chunks.clear();
+      contextTokens = 0;
+    }
+  }
+  if (shared.empty()) {
+    MLART_RETURN_IF_ERROR(writeContext(chunks, contextTokens));
+    if (options_.context > 0)
+      for (int64_t r = 0; r < requests_; ++r)
+        MLART_RETURN_IF_ERROR(blocks_->commitComputed(r, options_.context));
   }
   return device_.synchronize();
 }
@@ -345,8 +499,10 @@ Status Harness::prepareStep(int step) {
   MLART_RETURN_IF_ERROR(blocks_->buildBlockTable(
       ids.data(), requests_, maxBlocks_, hostAs<int32_t>("block_table")));
   for (auto &[name, t] : tensors_) {
-    if (t.decl.role == BufferRole::Input)
+    if (t.decl.role == BufferRole::Input) {
       fillRandom(t, 1.0f);
+      applyBound(t, name);
+    }
     if (t.decl.role == BufferRole::Input ||
         t.decl.role == BufferRole::StepMetadata)
       MLART_RETURN_IF_ERROR(upload(t));
@@ -414,6 +570,79 @@ void stepScalars(const Artifact &artifact, mlarun::NaiveStep &step) {
       style = true;
     }
   }
+}
+
+/// --dump-output: the step's hidden_states_out as float32 .npy.
+Status dumpOutput(Device &device, Harness &harness, const std::string &path) {
+  auto it = harness.tensors().find("hidden_states_out");
+  if (it == harness.tensors().end())
+    return invalidArgument("the artifact has no output named "
+                           "hidden_states_out");
+  MLART_ASSIGN_OR_RETURN(std::vector<float> values,
+                         readOutput(device, it->second));
+  const BufferDecl &decl = it->second.decl;
+  return mlarun::writeNpyF32(
+      path, std::vector<int64_t>(decl.sizes, decl.sizes + decl.rank), values);
+}
+
+/// --decode-artifact: continues `prefill`'s requests with decode steps on
+/// its caches and block manager. Returns the exit code.
+int runDecodePhase(Device &device, const Options &options, Harness &prefill) {
+  StatusOr<Artifact> artifact = Artifact::loadFile(options.decodeArtifact);
+  if (!artifact.ok())
+    return fail("loading " + options.decodeArtifact, artifact.status());
+  Harness harness(device, options);
+  if (Status s = harness.continueFrom(prefill, artifact.value(),
+                                      options.decodeSteps);
+      !s.ok())
+    return fail("setting up the decode steps", s);
+  StatusOr<Executor> executor = Executor::create(artifact.value(), device);
+  if (!executor.ok())
+    return fail("creating the decode executor", executor.status());
+  if (Status s = harness.bind(executor.value(), harness.caches()); !s.ok())
+    return fail("binding the decode step", s);
+  std::vector<std::vector<uint8_t>> before;
+  for (KVCache &cache : harness.caches()) {
+    before.emplace_back(cache.sizeBytes());
+    if (Status s = cache.readBytes(0, before.back().data(), cache.sizeBytes());
+        !s.ok())
+      return fail("reading caches", s);
+  }
+  std::vector<double> seconds;
+  for (int step = 0; step < options.decodeSteps; ++step) {
+    if (Status s = harness.prepareStep(step); !s.ok())
+      return fail("preparing decode step " + std::to_string(step), s);
+    auto start = std::chrono::steady_clock::now();
+    if (Status s = executor.value().run(); !s.ok())
+      return fail("decode step " + std::to_string(step), s);
+    if (Status s = device.synchronize(); !s.ok())
+      return fail("synchronizing", s);
+    seconds.push_back(std::chrono::duration<double>(
+                          std::chrono::steady_clock::now() - start)
+                          .count());
+    if (Status s = harness.finishStep(); !s.ok())
+      return fail("committing decode step " + std::to_string(step), s);
+  }
+  if (!options.dumpOutput.empty())
+    if (Status s = dumpOutput(device, harness, options.dumpOutput); !s.ok())
+      return fail("--dump-output", s);
+  int64_t changed = 0;
+  for (size_t i = 0; i < harness.caches().size(); ++i) {
+    std::vector<uint8_t> after(harness.caches()[i].sizeBytes());
+    if (Status s = harness.caches()[i].readBytes(0, after.data(), after.size());
+        !s.ok())
+      return fail("reading caches", s);
+    for (size_t k = 0; k < after.size(); ++k)
+      changed += after[k] != before[i][k];
+  }
+  std::sort(seconds.begin(), seconds.end());
+  std::printf("decode after prefill: %d steps of %s, step time (median): "
+              "%.3f ms\n",
+              options.decodeSteps, options.decodeArtifact.c_str(),
+              seconds[seconds.size() / 2] * 1e3);
+  std::printf("cache bytes changed by the decode steps: %lld\n",
+              (long long)changed);
+  return 0;
 }
 
 } // namespace
@@ -556,6 +785,10 @@ int main(int argc, char **argv) {
       double rel = sumRef > 0 ? std::sqrt(sumDiff / sumRef) : std::sqrt(sumDiff);
       naiveRelError = std::max(naiveRelError, std::isnan(rel) ? INFINITY : rel);
     }
+    if (!options.dumpOutput.empty() && options.decodeArtifact.empty() &&
+        step + 1 == options.steps)
+      if (Status s = dumpOutput(*device, harness, options.dumpOutput); !s.ok())
+        return fail("--dump-output", s);
     if (reference) {
       // Keep the optimized outputs, then run the reference on the same data.
       std::map<std::string, std::vector<float>> outputs;
@@ -666,5 +899,11 @@ int main(int argc, char **argv) {
                   maxRelError, options.tolerance,
                   (long long)differingCacheBytes, mismatch ? "MISMATCH" : "OK");
   }
+  if (options.sharedPrefix > 0)
+    std::fprintf(options.json ? stderr : stdout,
+                 "prefix cache: hits %lld blocks\n",
+                 (long long)harness.prefixHitBlocks());
+  if (!options.decodeArtifact.empty() && !mismatch)
+    return runDecodePhase(*device, options, harness);
   return mismatch ? 1 : 0;
 }
