@@ -87,4 +87,41 @@ Status Device::readBuffer(const Buffer &src, size_t offset, void *dst,
                           bytes, stream);
 }
 
+Status checkCopyView(const TensorRef &src, const TensorRef &dst) {
+  if (src.dtype != dst.dtype)
+    return invalidArgument("copyView: dtypes differ (" + src.describe() +
+                           " -> " + dst.describe() + ")");
+  if (src.rank != dst.rank || src.rank < 0 || src.rank > kMaxRank)
+    return invalidArgument("copyView: ranks differ or exceed 4 (" +
+                           src.describe() + " -> " + dst.describe() + ")");
+  int64_t n = 1;
+  for (int d = 0; d < src.rank; ++d) {
+    if (src.sizes[d] != dst.sizes[d] || src.sizes[d] < 0)
+      return invalidArgument("copyView: sizes differ (" + src.describe() +
+                             " -> " + dst.describe() + ")");
+    if (src.strides[d] < 0 || dst.strides[d] < 0)
+      return invalidArgument("copyView: negative stride");
+    if (dst.strides[d] == 0 && dst.sizes[d] > 1)
+      return invalidArgument("copyView: destination stride 0 on a dimension "
+                             "of size > 1 (" + dst.describe() + ")");
+    n *= src.sizes[d];
+  }
+  if (n > 0 && (!src.data || !dst.data))
+    return invalidArgument("copyView: null pointer");
+  return Status::success();
+}
+
+Status Device::beginCapture(StreamHandle) {
+  return unimplemented(std::string("graph capture is not supported on the ") +
+                       kindName() + " device");
+}
+StatusOr<GraphHandle> Device::endCapture(StreamHandle) {
+  return unimplemented(std::string("graph capture is not supported on the ") +
+                       kindName() + " device");
+}
+Status Device::launchGraph(GraphHandle, StreamHandle) {
+  return unimplemented(std::string("graphs are not supported on the ") +
+                       kindName() + " device");
+}
+
 } // namespace mlart

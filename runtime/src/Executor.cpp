@@ -122,37 +122,6 @@ TensorRef Executor::view(uint32_t index) const {
   return v.resolve(base);
 }
 
-Status Executor::copyView(const TensorRef &src, const TensorRef &dst,
-                          StreamHandle stream) {
-  // The loader checked equal dtypes and sizes. Copy the longest run of
-  // elements that is contiguous in both views with one device copy.
-  const int64_t elem = int64_t(dtypeSize(src.dtype));
-  if (src.numElements() == 0)
-    return Status::success();
-  int inner = src.rank; // dims [inner, rank) are packed in both views
-  int64_t run = 1;
-  while (inner > 0 && src.strides[inner - 1] == run &&
-         dst.strides[inner - 1] == run) {
-    run *= src.sizes[inner - 1];
-    --inner;
-  }
-  int64_t idx[kMaxRank] = {0, 0, 0, 0};
-  while (true) {
-    int64_t so = 0, dOff = 0;
-    for (int d = 0; d < inner; ++d) {
-      so += idx[d] * src.strides[d];
-      dOff += idx[d] * dst.strides[d];
-    }
-    MLART_RETURN_IF_ERROR(device_->copyDeviceToDevice(
-        dst.bytesAt(dOff), src.bytesAt(so), size_t(run * elem), stream));
-    int d = inner - 1;
-    while (d >= 0 && ++idx[d] == src.sizes[d])
-      idx[d--] = 0;
-    if (d < 0)
-      return Status::success();
-  }
-}
-
 Status Executor::runInstruction(const Instruction &inst, StreamHandle stream) {
   const KernelLibrary &k = device_->kernels();
   auto op = [&](size_t i) { return view(inst.operands[i]); };
@@ -161,7 +130,7 @@ Status Executor::runInstruction(const Instruction &inst, StreamHandle stream) {
   const RopeStyle style = static_cast<RopeStyle>(inst.intAttr);
   switch (inst.opcode) {
   case Opcode::Copy:
-    return copyView(op(0), op(1), stream);
+    return device_->copyView(op(0), op(1), stream);
   case Opcode::CacheUpdate:
     return k.cacheUpdate({op(0), op(1), op(2), cache}, stream);
   case Opcode::Rope:
@@ -199,7 +168,7 @@ Status Executor::runInstruction(const Instruction &inst, StreamHandle stream) {
   return internalError("unknown opcode survived validation");
 }
 
-Status Executor::run(StreamHandle stream) {
+Status Executor::checkBound() const {
   for (size_t i = 0; i < bufferData_.size(); ++i)
     if (!bufferData_[i])
       return failedPrecondition("run: buffer '" + artifact_.buffers()[i].name +
@@ -208,6 +177,11 @@ Status Executor::run(StreamHandle stream) {
     if (!cacheBound_[i])
       return failedPrecondition("run: cache '" + artifact_.caches()[i].name +
                                 "' is not bound");
+  return Status::success();
+}
+
+Status Executor::run(StreamHandle stream) {
+  MLART_RETURN_IF_ERROR(checkBound());
   using Clock = std::chrono::steady_clock;
   if (timing_)
     MLART_RETURN_IF_ERROR(device_->synchronize(stream));
@@ -225,6 +199,48 @@ Status Executor::run(StreamHandle stream) {
       timing_(i, program[i],
               std::chrono::duration<double>(Clock::now() - start).count());
   }
+  return Status::success();
+}
+
+Status Executor::captureGraph(StreamHandle stream) {
+  MLART_RETURN_IF_ERROR(checkBound());
+  if (!stream)
+    return invalidArgument("captureGraph: needs a created stream, not the "
+                           "default stream");
+  graph_.reset();
+  MLART_RETURN_IF_ERROR(device_->beginCapture(stream));
+  const std::vector<Instruction> &program = artifact_.instructions();
+  Status failed = Status::success();
+  for (size_t i = 0; i < program.size() && failed.ok(); ++i) {
+    Status s = runInstruction(program[i], stream);
+    if (!s.ok())
+      failed = Status(s.code(), "captureGraph: instruction " +
+                                    artifact_.describeInstruction(i) + ": " +
+                                    s.message());
+  }
+  // Always close the capture, so the stream is usable again.
+  StatusOr<GraphHandle> graph = device_->endCapture(stream);
+  if (!failed.ok()) {
+    if (graph.ok())
+      device_->destroyGraph(graph.value());
+    return failed;
+  }
+  if (!graph.ok())
+    return graph.status();
+  graph_ = Graph(device_, graph.value());
+  return Status::success();
+}
+
+Status Executor::runGraph(StreamHandle stream, bool wait) {
+  if (graph_.empty())
+    return failedPrecondition("runGraph: no graph captured");
+  MLART_RETURN_IF_ERROR(device_->launchGraph(graph_.handle(), stream));
+  if (!wait)
+    return Status::success();
+  MLART_RETURN_IF_ERROR(device_->synchronize(stream));
+  Status s = device_->checkErrors(stream);
+  if (!s.ok())
+    return Status(s.code(), "graph replay: " + s.message());
   return Status::success();
 }
 

@@ -129,3 +129,56 @@ TEST(KVCache, RejectsBadDescAndScale) {
   EXPECT_EQ(c.status().code(), StatusCode::InvalidArgument);
   EXPECT_NE(c.status().message().find("bf16"), std::string::npos);
 }
+
+TEST(CpuDevice, CopyViewStridedAndBroadcast) {
+  auto dev = createCpuDevice();
+  // src: a [2, 3, 4] f32 slice (columns 1..4 of rows of 6) of a [2, 3, 6]
+  // array; dst: the transpose-like layout [2, 3, 4] with strides {1, 2, 6}.
+  std::vector<float> src(2 * 3 * 6), dst(2 * 3 * 4 + 10, -1.0f);
+  for (size_t i = 0; i < src.size(); ++i)
+    src[i] = float(i);
+  TensorRef s;
+  s.data = src.data() + 1;
+  s.dtype = DType::F32;
+  s.rank = 3;
+  s.sizes[0] = 2, s.sizes[1] = 3, s.sizes[2] = 4;
+  s.strides[0] = 18, s.strides[1] = 6, s.strides[2] = 1;
+  TensorRef d = s;
+  d.data = dst.data();
+  d.strides[0] = 1, d.strides[1] = 2, d.strides[2] = 6;
+  ASSERT_TRUE(dev->copyView(s, d).ok());
+  for (int64_t a = 0; a < 2; ++a)
+    for (int64_t b = 0; b < 3; ++b)
+      for (int64_t c = 0; c < 4; ++c)
+        EXPECT_EQ(dst[size_t(a + 2 * b + 6 * c)],
+                  float(a * 18 + b * 6 + c + 1));
+  EXPECT_EQ(dst[24], -1.0f); // nothing past the view
+
+  // Broadcast: a [4] bf16 row repeated over 3 rows (source stride 0).
+  std::vector<uint16_t> row = {1, 2, 3, 4}, out(12, 0);
+  TensorRef bs = TensorRef::contiguous(row.data(), DType::BF16, {3, 4});
+  bs.strides[0] = 0;
+  TensorRef bd = TensorRef::contiguous(out.data(), DType::BF16, {3, 4});
+  ASSERT_TRUE(dev->copyView(bs, bd).ok());
+  for (size_t i = 0; i < out.size(); ++i)
+    EXPECT_EQ(out[i], row[i % 4]);
+}
+
+TEST(CpuDevice, CopyViewRejectsMismatchesAndGraphsAreUnimplemented) {
+  auto dev = createCpuDevice();
+  std::vector<float> a(8), b(8);
+  TensorRef s = TensorRef::contiguous(a.data(), DType::F32, {2, 4});
+  TensorRef d = TensorRef::contiguous(b.data(), DType::F32, {4, 2});
+  EXPECT_EQ(dev->copyView(s, d).code(), StatusCode::InvalidArgument);
+  d = TensorRef::contiguous(b.data(), DType::I32, {2, 4});
+  EXPECT_EQ(dev->copyView(s, d).code(), StatusCode::InvalidArgument);
+  d = TensorRef::contiguous(b.data(), DType::F32, {2, 4});
+  d.strides[0] = 0; // two rows into one: refused
+  EXPECT_EQ(dev->copyView(s, d).code(), StatusCode::InvalidArgument);
+  EXPECT_EQ(dev->beginCapture(nullptr).code(), StatusCode::Unimplemented);
+  EXPECT_EQ(dev->endCapture(nullptr).status().code(),
+            StatusCode::Unimplemented);
+  EXPECT_EQ(dev->launchGraph(nullptr, nullptr).code(),
+            StatusCode::Unimplemented);
+  EXPECT_TRUE(dev->checkErrors(nullptr).ok());
+}

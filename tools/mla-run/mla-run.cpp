@@ -50,6 +50,8 @@ struct Options {
   double tolerance = 1e-2;
   bool json = false;
   bool naive = false;
+  bool graph = false;
+  int perOp = -1; ///< -1: on for the CPU device, off for CUDA
   double naiveSoftmaxScale = 0.0; ///< 0: read it from the artifact
   /// --input NAME=FILE.npy: host data of buffer NAME (instead of random).
   std::vector<std::pair<std::string, std::string>> inputs;
@@ -63,7 +65,13 @@ int usage() {
   std::fprintf(stderr,
                "usage: mla-run ARTIFACT [--reference ARTIFACT] [--seed N] "
                "[--steps N] [--context N] [--tolerance X] [--device cpu|cuda] "
-               "[--naive] [--json]\n"
+               "[--naive] [--json] [--graph] [--per-op|--no-per-op]\n"
+               "  --graph  (cuda) run step 0 eagerly, capture the step as a "
+               "CUDA graph and replay it for the other steps; the step time "
+               "is the median over the replays\n"
+               "  --per-op  time every op (synchronizes after each one, so "
+               "the step time includes that); default on for cpu, off for "
+               "cuda\n"
                "  --naive  also compare with a float64 non-absorbed reference "
                "(decode steps of mla-gen models); compares the attention "
                "layers' contribution, output - input\n"
@@ -93,6 +101,12 @@ bool parseOptions(int argc, char **argv, Options &o) {
       o.json = true;
     else if (a == "--naive")
       o.naive = true;
+    else if (a == "--graph")
+      o.graph = true;
+    else if (a == "--per-op")
+      o.perOp = 1;
+    else if (a == "--no-per-op")
+      o.perOp = 0;
     else if (a == "--softmax-scale" && (v = next()))
       o.naiveSoftmaxScale = std::atof(v);
     else if (a == "--reference" && (v = next()))
@@ -702,14 +716,32 @@ int main(int argc, char **argv) {
       return fail("binding the reference", s);
   }
 
-  // Per-op time, aggregated by opcode.
+  // Per-op time, aggregated by opcode (synchronizes after every op).
+  const bool timePerOp =
+      options.perOp < 0 ? options.device == "cpu" : options.perOp == 1;
   std::map<std::string, std::pair<int64_t, double>> perOp;
-  executor.value().setTimingCallback(
-      [&](size_t, const Instruction &inst, double seconds) {
-        auto &entry = perOp[opcodeName(inst.opcode)];
-        entry.first += 1;
-        entry.second += seconds;
-      });
+  if (timePerOp)
+    executor.value().setTimingCallback(
+        [&](size_t, const Instruction &inst, double seconds) {
+          auto &entry = perOp[opcodeName(inst.opcode)];
+          entry.first += 1;
+          entry.second += seconds;
+        });
+
+  // --graph: the executor's work goes to a created stream (the default
+  // stream cannot be captured).
+  Stream graphStream;
+  StreamHandle stream = nullptr;
+  if (options.graph) {
+    if (options.device != "cuda")
+      return fail("--graph", unimplemented("graphs need --device cuda"));
+    StatusOr<Stream> created = device->createStream();
+    if (!created.ok())
+      return fail("creating a stream", created.status());
+    graphStream = std::move(created).value();
+    stream = graphStream.handle();
+  }
+  std::vector<double> graphSeconds;
 
   // What the steps change in the caches (a dummy run must change nothing).
   std::vector<std::vector<uint8_t>> cachesBefore;
@@ -752,14 +784,31 @@ int main(int argc, char **argv) {
       if (options.naiveSoftmaxScale > 0)
         naiveStep.softmaxScale = options.naiveSoftmaxScale;
     }
+    const bool replay = options.graph && step > 0;
+    if (replay && !executor.value().hasGraph()) {
+      // Capture once, after the eager warm-up step (no per-op timing in a
+      // graph: it would synchronize inside the capture).
+      executor.value().setTimingCallback(nullptr);
+      if (Status s = executor.value().captureGraph(stream); !s.ok())
+        return fail("capturing the step graph", s);
+    }
     auto start = std::chrono::steady_clock::now();
-    if (Status s = executor.value().run(); !s.ok())
+    if (replay) {
+      if (Status s = executor.value().runGraph(stream, /*wait=*/false);
+          !s.ok())
+        return fail("step " + std::to_string(step) + " (graph)", s);
+    } else if (Status s = executor.value().run(stream); !s.ok()) {
       return fail("step " + std::to_string(step), s);
-    if (Status s = device->synchronize(); !s.ok())
+    }
+    if (Status s = device->synchronize(stream); !s.ok())
       return fail("synchronizing", s);
-    stepSeconds.push_back(std::chrono::duration<double>(
-                              std::chrono::steady_clock::now() - start)
-                              .count());
+    const double seconds = std::chrono::duration<double>(
+                               std::chrono::steady_clock::now() - start)
+                               .count();
+    (replay ? graphSeconds : stepSeconds).push_back(seconds);
+    if (replay)
+      if (Status s = device->checkErrors(stream); !s.ok())
+        return fail("step " + std::to_string(step) + " (graph replay)", s);
     if (options.naive) {
       StatusOr<std::vector<double>> want = mlarun::naiveDecodeStep(naiveStep);
       if (!want.ok())
@@ -849,8 +898,12 @@ int main(int argc, char **argv) {
       changedCacheBytes += after[k] != cachesBefore[i][k];
   }
 
+  const bool graphTimed = !graphSeconds.empty();
+  if (graphTimed)
+    stepSeconds = graphSeconds; // the eager warm-up step is not counted
   std::sort(stepSeconds.begin(), stepSeconds.end());
   double median = stepSeconds[stepSeconds.size() / 2];
+  const int timedSteps = int(stepSeconds.size());
   double total = 0.0;
   for (auto &[name, entry] : perOp)
     total += entry.second;
@@ -859,9 +912,11 @@ int main(int argc, char **argv) {
                   (options.naive && !(naiveRelError <= options.tolerance));
   if (options.json) {
     std::printf("{\"artifact\": \"%s\", \"device\": \"%s\", \"steps\": %d, "
+                "\"graph\": %s, \"timed_steps\": %d, "
                 "\"step_ms_median\": %.4f, \"ops\": {",
                 options.artifact.c_str(), options.device.c_str(),
-                options.steps, median * 1e3);
+                options.steps, graphTimed ? "true" : "false", timedSteps,
+                median * 1e3);
     bool first = true;
     for (auto &[name, entry] : perOp) {
       std::printf("%s\"%s\": {\"calls\": %lld, \"ms\": %.4f}",
@@ -878,13 +933,20 @@ int main(int argc, char **argv) {
     std::printf(", \"cache_bytes_changed\": %lld, \"ok\": %s}\n",
                 (long long)changedCacheBytes, mismatch ? "false" : "true");
   } else {
-    std::printf("%-20s %8s %12s %7s\n", "op", "calls", "time (ms)", "share");
-    for (auto &[name, entry] : perOp)
-      std::printf("%-20s %8lld %12.3f %6.1f%%\n", name.c_str(),
-                  (long long)entry.first, entry.second * 1e3,
-                  total > 0 ? 100.0 * entry.second / total : 0.0);
-    std::printf("step time (median of %d, %s): %.3f ms\n", options.steps,
-                options.device.c_str(), median * 1e3);
+    if (timePerOp) {
+      std::printf("%-20s %8s %12s %7s\n", "op", "calls", "time (ms)",
+                  "share");
+      for (auto &[name, entry] : perOp)
+        std::printf("%-20s %8lld %12.3f %6.1f%%\n", name.c_str(),
+                    (long long)entry.first, entry.second * 1e3,
+                    total > 0 ? 100.0 * entry.second / total : 0.0);
+      if (options.device != "cpu")
+        std::printf("(per-op timing synchronizes after every op: the step "
+                    "time below includes that)\n");
+    }
+    std::printf("step time (median of %d%s, %s): %.3f ms\n", timedSteps,
+                graphTimed ? " graph replays" : "", options.device.c_str(),
+                median * 1e3);
     std::printf("cache bytes changed by the steps: %lld\n",
                 (long long)changedCacheBytes);
     if (options.naive)

@@ -54,8 +54,9 @@ public:
 
   /// Cache-write error checking mode (see the file comment).
   virtual void setSynchronousChecks(bool on) = 0;
-  /// Reads and clears the sticky device error record of asynchronous calls.
-  virtual Status checkErrors(StreamHandle stream) = 0;
+  /// Reads and clears the sticky device error record of asynchronous calls
+  /// (Device::checkErrors).
+  Status checkErrors(StreamHandle stream) override = 0;
 };
 
 /// Creates the CUDA device `ordinal`; Unavailable when there is no GPU, no

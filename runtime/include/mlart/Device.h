@@ -23,6 +23,12 @@ namespace mlart {
 
 class Device;
 
+/// Opaque instantiated graph (cudaGraphExec_t on CUDA).
+using GraphHandle = void *;
+
+/// Checks the arguments of Device::copyView (shared by the devices).
+Status checkCopyView(const TensorRef &src, const TensorRef &dst);
+
 /// Which implementation a Device is; values are part of the C API.
 enum class DeviceKind : int { Cpu = 0, Cuda = 1 };
 
@@ -49,6 +55,12 @@ public:
 
 private:
   friend class Device;
+
+/// Opaque instantiated graph (cudaGraphExec_t on CUDA).
+using GraphHandle = void *;
+
+/// Checks the arguments of Device::copyView (shared by the devices).
+Status checkCopyView(const TensorRef &src, const TensorRef &dst);
   Buffer(Device *device, void *data, size_t size)
       : device_(device), data_(data), size_(size) {}
 
@@ -75,6 +87,12 @@ public:
 
 private:
   friend class Device;
+
+/// Opaque instantiated graph (cudaGraphExec_t on CUDA).
+using GraphHandle = void *;
+
+/// Checks the arguments of Device::copyView (shared by the devices).
+Status checkCopyView(const TensorRef &src, const TensorRef &dst);
   Stream(Device *device, StreamHandle handle)
       : device_(device), handle_(handle) {}
 
@@ -117,6 +135,31 @@ public:
   /// Blocks until all work queued on `stream` (null: all streams) is done.
   virtual Status synchronize(StreamHandle stream = nullptr) = 0;
 
+  /// Element-wise copy between two strided views of device memory: same
+  /// dtype, same sizes, rank <= 4, arbitrary non-negative strides. A source
+  /// stride may be 0 (broadcast); a destination stride may be 0 only where
+  /// the size is 1. The views must not overlap. One launch on devices that
+  /// queue work (so it is graph-capturable).
+  virtual Status copyView(const TensorRef &src, const TensorRef &dst,
+                          StreamHandle stream = nullptr) = 0;
+
+  /// Reports (and clears) errors that asynchronous device-side checks
+  /// recorded on `stream` (synchronizes it). CPU: always success.
+  virtual Status checkErrors(StreamHandle stream = nullptr) {
+    (void)stream;
+    return Status::success();
+  }
+
+  /// Graph capture of everything queued on `stream` between beginCapture
+  /// and endCapture (nothing runs while capturing); launchGraph replays it
+  /// on a stream with the same addresses. CPU: Unimplemented. While a
+  /// capture is open, device-side checks of cache writes are asynchronous
+  /// (see checkErrors).
+  virtual Status beginCapture(StreamHandle stream);
+  virtual StatusOr<GraphHandle> endCapture(StreamHandle stream);
+  virtual Status launchGraph(GraphHandle graph, StreamHandle stream);
+  virtual void destroyGraph(GraphHandle graph) noexcept { (void)graph; }
+
   /// Bounds-checked copies into and out of a Buffer owned by this device.
   Status writeBuffer(Buffer &dst, size_t offset, const void *src, size_t bytes,
                      StreamHandle stream = nullptr);
@@ -158,6 +201,8 @@ public:
   Status memset(void *dst, uint8_t value, size_t bytes,
                 StreamHandle stream = nullptr) override;
   Status synchronize(StreamHandle stream = nullptr) override;
+  Status copyView(const TensorRef &src, const TensorRef &dst,
+                  StreamHandle stream = nullptr) override;
   const KernelLibrary &kernels() const override { return cpuKernelLibrary(); }
 
 protected:

@@ -26,6 +26,39 @@ namespace mlart {
 using InstructionTimingCallback =
     std::function<void(size_t index, const Instruction &inst, double seconds)>;
 
+/// An instantiated device graph; destroys it on destruction. Move-only.
+class Graph {
+public:
+  Graph() = default;
+  Graph(Device *device, GraphHandle handle) : device_(device), handle_(handle) {}
+  ~Graph() { reset(); }
+  Graph(Graph &&o) noexcept { *this = std::move(o); }
+  Graph &operator=(Graph &&o) noexcept {
+    if (this != &o) {
+      reset();
+      device_ = o.device_;
+      handle_ = o.handle_;
+      o.device_ = nullptr;
+      o.handle_ = nullptr;
+    }
+    return *this;
+  }
+  Graph(const Graph &) = delete;
+  Graph &operator=(const Graph &) = delete;
+  GraphHandle handle() const { return handle_; }
+  bool empty() const { return handle_ == nullptr; }
+  void reset() noexcept {
+    if (handle_ && device_)
+      device_->destroyGraph(handle_);
+    handle_ = nullptr;
+    device_ = nullptr;
+  }
+
+private:
+  Device *device_ = nullptr;
+  GraphHandle handle_ = nullptr;
+};
+
 class Executor {
 public:
   /// Allocates the arena on `device`, which must outlive the executor.
@@ -58,6 +91,24 @@ public:
   /// instructions did run.
   Status run(StreamHandle stream = nullptr);
 
+  /// Records one step (every instruction, as run() would issue it) into a
+  /// device graph on `stream` (must be a created stream, not the default
+  /// one), replacing any earlier graph. Nothing runs while capturing. The
+  /// graph holds the bound addresses: a later step writes its new values
+  /// into the SAME bound buffers and calls runGraph(); rebinding anything
+  /// needs a new capture. Cache-write checks are asynchronous inside the
+  /// graph; runGraph reports them. Unimplemented on the CPU device. Run one
+  /// eager step first (it loads cuBLAS and warms the allocator).
+  Status captureGraph(StreamHandle stream);
+  /// True when captureGraph succeeded and the graph was not dropped.
+  bool hasGraph() const { return !graph_.empty(); }
+  void dropGraph() { graph_.reset(); }
+  /// Replays the captured step on `stream`. With `wait`, synchronizes the
+  /// stream and returns the device-side errors the replay recorded
+  /// (OutOfRange for a bad slot, …); without it the caller must call
+  /// device().checkErrors(stream) after its own synchronization.
+  Status runGraph(StreamHandle stream, bool wait = true);
+
   /// Turns per-instruction timing on (a non-empty callback) or off. Timing
   /// synchronizes the device after every instruction.
   void setTimingCallback(InstructionTimingCallback callback) {
@@ -67,8 +118,7 @@ public:
 private:
   Executor(Artifact artifact, Device &device, Buffer arena);
   Status runInstruction(const Instruction &inst, StreamHandle stream);
-  Status copyView(const TensorRef &src, const TensorRef &dst,
-                  StreamHandle stream);
+  Status checkBound() const;
   TensorRef view(uint32_t index) const;
 
   Artifact artifact_;
@@ -78,6 +128,7 @@ private:
   std::vector<KVCacheRef> caches_;
   std::vector<bool> cacheBound_;
   InstructionTimingCallback timing_;
+  Graph graph_;
 };
 
 } // namespace mlart

@@ -52,6 +52,33 @@ Status CpuDevice::copyDeviceToHost(void *dst, const void *src, size_t bytes,
   return Status::success();
 }
 
+Status CpuDevice::copyView(const TensorRef &src, const TensorRef &dst,
+                           StreamHandle) {
+  MLART_RETURN_IF_ERROR(checkCopyView(src, dst));
+  if (src.numElements() == 0)
+    return Status::success();
+  const size_t elem = dtypeSize(src.dtype);
+  // Pad to rank 4 with leading size-1 dimensions.
+  int64_t sz[kMaxRank], ss[kMaxRank], ds[kMaxRank];
+  const int pad = kMaxRank - src.rank;
+  for (int d = 0; d < kMaxRank; ++d) {
+    const bool real = d >= pad;
+    sz[d] = real ? src.sizes[d - pad] : 1;
+    ss[d] = real ? src.strides[d - pad] : 0;
+    ds[d] = real ? dst.strides[d - pad] : 0;
+  }
+  for (int64_t i0 = 0; i0 < sz[0]; ++i0)
+    for (int64_t i1 = 0; i1 < sz[1]; ++i1)
+      for (int64_t i2 = 0; i2 < sz[2]; ++i2)
+        for (int64_t i3 = 0; i3 < sz[3]; ++i3) {
+          const int64_t so = i0 * ss[0] + i1 * ss[1] + i2 * ss[2] + i3 * ss[3];
+          const int64_t dOff =
+              i0 * ds[0] + i1 * ds[1] + i2 * ds[2] + i3 * ds[3];
+          std::memcpy(dst.bytesAt(dOff), src.bytesAt(so), elem);
+        }
+  return Status::success();
+}
+
 Status CpuDevice::copyDeviceToDevice(void *dst, const void *src, size_t bytes,
                                      StreamHandle) {
   MLART_RETURN_IF_ERROR(checkPointers(dst, src, bytes, "copyDeviceToDevice"));

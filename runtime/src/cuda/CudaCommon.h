@@ -97,6 +97,9 @@ Status qConcat(CudaContext &, const QConcatArgs &, cudaStream_t);
 Status quantize(CudaContext &, const QuantizeArgs &, cudaStream_t);
 Status rmsNorm(CudaContext &, const RmsNormArgs &, cudaStream_t);
 Status add(CudaContext &, const AddArgs &, cudaStream_t);
+/// Device::copyView (MiscKernels.cu).
+Status copyView(CudaContext &, const TensorRef &src, const TensorRef &dst,
+                cudaStream_t);
 
 /// The KernelLibrary of one CudaDevice.
 class CudaKernelLibrary final : public KernelLibrary {

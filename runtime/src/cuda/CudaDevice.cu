@@ -114,6 +114,19 @@ Status readRecord(CudaContext &ctx, cudaStream_t stream,
         " is in write-protected block " + std::to_string(block) +
         (block == 0 ? " (the null block)" : " (a prefix-cached block)"));
   }
+  // Asynchronous checks (checkErrors) do not know the call's tensors.
+  if (r.badPosIndex != INT_MAX)
+    return outOfRange("positions[" + std::to_string(r.badPosIndex) +
+                      "] is outside the cos/sin table (asynchronous check)");
+  if (r.badSlotIndex != INT_MAX)
+    return outOfRange("slot_mapping[" + std::to_string(r.badSlotIndex) +
+                      "] is outside the cache (asynchronous check)");
+  if (r.refusedRows)
+    return permissionDenied("checked mode refused " +
+                            std::to_string(r.refusedRows) +
+                            " row write(s); first: slot_mapping[" +
+                            std::to_string(r.refusedIndex) +
+                            "] (asynchronous check)");
   if (r.badScale)
     return invalidArgument("quantize: scale must be finite and > 0");
   if (r.badSeqIndex != INT_MAX)
@@ -207,6 +220,60 @@ public:
     return Status::success();
   }
   const KernelLibrary &kernels() const override { return library_; }
+
+  Status copyView(const TensorRef &src, const TensorRef &dst,
+                  StreamHandle stream) override {
+    return cuda::copyView(ctx_, src, dst, toStream(stream));
+  }
+
+  // Graphs: checks are asynchronous while capturing (a synchronous check
+  // would read the record back, which a capture cannot do); replays report
+  // through checkErrors().
+  Status beginCapture(StreamHandle stream) override {
+    if (!stream)
+      return invalidArgument("beginCapture: the default stream cannot be "
+                             "captured; create a stream");
+    MLART_CUDA_CHECK(cudaSetDevice(ordinal_), "cudaSetDevice");
+    savedChecks_ = ctx_.synchronousChecks;
+    ctx_.synchronousChecks = false;
+    cudaError_t e =
+        cudaStreamBeginCapture(toStream(stream), cudaStreamCaptureModeRelaxed);
+    if (e != cudaSuccess) {
+      ctx_.synchronousChecks = savedChecks_;
+      return cudaError(e, "cudaStreamBeginCapture");
+    }
+    return Status::success();
+  }
+  StatusOr<GraphHandle> endCapture(StreamHandle stream) override {
+    cudaGraph_t graph = nullptr;
+    cudaError_t e = cudaStreamEndCapture(toStream(stream), &graph);
+    ctx_.synchronousChecks = savedChecks_;
+    if (e != cudaSuccess) {
+      if (graph)
+        cudaGraphDestroy(graph);
+      cudaGetLastError();
+      return cudaError(e, "cudaStreamEndCapture");
+    }
+    cudaGraphExec_t exec = nullptr;
+    e = cudaGraphInstantiate(&exec, graph, 0);
+    cudaGraphDestroy(graph);
+    if (e != cudaSuccess)
+      return cudaError(e, "cudaGraphInstantiate");
+    return GraphHandle(exec);
+  }
+  Status launchGraph(GraphHandle graph, StreamHandle stream) override {
+    if (!graph)
+      return invalidArgument("launchGraph: null graph");
+    MLART_CUDA_CHECK(cudaSetDevice(ordinal_), "cudaSetDevice");
+    MLART_CUDA_CHECK(cudaGraphLaunch(static_cast<cudaGraphExec_t>(graph),
+                                     toStream(stream)),
+                     "cudaGraphLaunch");
+    return Status::success();
+  }
+  void destroyGraph(GraphHandle graph) noexcept override {
+    if (graph)
+      cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(graph));
+  }
 
   StatusOr<EventHandle> createEvent() override {
     cudaEvent_t e = nullptr;
@@ -366,6 +433,7 @@ private:
   int sms_;
   size_t l2_;
   CudaContext ctx_;
+  bool savedChecks_ = true;
   CudaKernelLibrary library_;
   std::unique_ptr<Blas> blas_;
   mutable std::mutex mu_;

@@ -234,3 +234,102 @@ Status quantize(CudaContext &ctx, const QuantizeArgs &args,
 }
 
 } // namespace mlart::cuda
+
+// --- copyView: one launch for any strided (or broadcast) copy. -------------
+namespace mlart::cuda {
+namespace {
+
+struct CopyGeom {
+  int64_t sizes[4];
+  int64_t src[4];
+  int64_t dst[4];
+};
+
+template <typename U>
+__global__ void copyViewKernel(const U *__restrict__ src, U *__restrict__ dst,
+                               CopyGeom g, int64_t n) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    int64_t r = i;
+    const int64_t i3 = r % g.sizes[3];
+    r /= g.sizes[3];
+    const int64_t i2 = r % g.sizes[2];
+    r /= g.sizes[2];
+    const int64_t i1 = r % g.sizes[1];
+    const int64_t i0 = r / g.sizes[1];
+    dst[i0 * g.dst[0] + i1 * g.dst[1] + i2 * g.dst[2] + i3 * g.dst[3]] =
+        src[i0 * g.src[0] + i1 * g.src[1] + i2 * g.src[2] + i3 * g.src[3]];
+  }
+}
+
+template <typename U>
+Status launchCopy(const void *src, void *dst, const CopyGeom &g, int64_t n,
+                  cudaStream_t stream) {
+  const int threads = 256;
+  copyViewKernel<U><<<gridFor(n, threads, 65535LL * 8), threads, 0, stream>>>(
+      static_cast<const U *>(src), static_cast<U *>(dst), g, n);
+  MLART_CUDA_CHECK_LAUNCH("copyView");
+  return Status::success();
+}
+
+} // namespace
+
+Status copyView(CudaContext &ctx, const TensorRef &src, const TensorRef &dst,
+                cudaStream_t stream) {
+  MLART_RETURN_IF_ERROR(checkCopyView(src, dst));
+  if (src.numElements() == 0)
+    return Status::success();
+  const int64_t elem = int64_t(dtypeSize(src.dtype));
+  CopyGeom g;
+  const int pad = 4 - src.rank;
+  for (int d = 0; d < 4; ++d) {
+    const bool real = d >= pad;
+    g.sizes[d] = real ? src.sizes[d - pad] : 1;
+    g.src[d] = real ? src.strides[d - pad] : 0;
+    g.dst[d] = real ? dst.strides[d - pad] : 0;
+  }
+  // Widest unit W (bytes) such that the inner dimension, every outer stride
+  // and both base addresses are whole units: copy W-byte vectors.
+  int64_t w = elem;
+  if (g.src[3] == 1 && g.dst[3] == 1) {
+    for (int64_t cand : {16, 8, 4, 2}) {
+      if (cand <= elem || cand % elem)
+        continue;
+      bool ok = (g.sizes[3] * elem) % cand == 0 &&
+                uintptr_t(src.data) % uintptr_t(cand) == 0 &&
+                uintptr_t(dst.data) % uintptr_t(cand) == 0;
+      for (int d = 0; ok && d < 3; ++d)
+        ok = (g.src[d] * elem) % cand == 0 && (g.dst[d] * elem) % cand == 0;
+      if (ok) {
+        w = cand;
+        break;
+      }
+    }
+  }
+  if (w != elem) {
+    g.sizes[3] = g.sizes[3] * elem / w;
+    for (int d = 0; d < 3; ++d) {
+      g.src[d] = g.src[d] * elem / w;
+      g.dst[d] = g.dst[d] * elem / w;
+    }
+  }
+  const int64_t n = g.sizes[0] * g.sizes[1] * g.sizes[2] * g.sizes[3];
+  MLART_CUDA_CHECK(cudaSetDevice(ctx.ordinal), "cudaSetDevice");
+  switch (w) {
+  case 1:
+    return launchCopy<uint8_t>(src.data, dst.data, g, n, stream);
+  case 2:
+    return launchCopy<uint16_t>(src.data, dst.data, g, n, stream);
+  case 4:
+    return launchCopy<uint32_t>(src.data, dst.data, g, n, stream);
+  case 8:
+    return launchCopy<uint2>(src.data, dst.data, g, n, stream);
+  case 16:
+    return launchCopy<uint4>(src.data, dst.data, g, n, stream);
+  default:
+    return invalidArgument("copyView: unsupported element size " +
+                           std::to_string(elem));
+  }
+}
+
+} // namespace mlart::cuda
