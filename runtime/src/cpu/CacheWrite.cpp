@@ -29,9 +29,9 @@ Status checkInputType(const TensorRef &t, const char *name,
 }
 } // namespace
 
-Status validateCacheWrite(const TensorRef &kvC, const TensorRef &kPe,
-                          const TensorRef &slotMapping,
-                          const KVCacheRef &cache, int64_t &numTokens) {
+Status checkCacheWriteShapes(const TensorRef &kvC, const TensorRef &kPe,
+                             const TensorRef &slotMapping,
+                             const KVCacheRef &cache) {
   const KVCacheDesc &desc = cache.desc;
   MLART_RETURN_IF_ERROR(desc.validate());
   if (!cache.data)
@@ -56,12 +56,21 @@ Status validateCacheWrite(const TensorRef &kvC, const TensorRef &kPe,
                            kPe.describe() + " disagree on the token count");
   MLART_RETURN_IF_ERROR(checkInputType(kvC, "kv_c", desc));
   MLART_RETURN_IF_ERROR(checkInputType(kPe, "k_pe", desc));
+  if (slotMapping.sizes[0] > kvC.sizes[0])
+    return invalidArgument("slot_mapping has " +
+                           std::to_string(slotMapping.sizes[0]) +
+                           " entries for " + std::to_string(kvC.sizes[0]) +
+                           " tokens");
+  return Status::success();
+}
+
+Status validateCacheWrite(const TensorRef &kvC, const TensorRef &kPe,
+                          const TensorRef &slotMapping,
+                          const KVCacheRef &cache, int64_t &numTokens) {
+  MLART_RETURN_IF_ERROR(checkCacheWriteShapes(kvC, kPe, slotMapping, cache));
+  const KVCacheDesc &desc = cache.desc;
   numTokens = kvC.sizes[0];
   const int64_t n = slotMapping.sizes[0];
-  if (n > numTokens)
-    return invalidArgument("slot_mapping has " + std::to_string(n) +
-                           " entries for " + std::to_string(numTokens) +
-                           " tokens");
 
   const int64_t numSlots = desc.numSlots();
   int64_t refused = 0;

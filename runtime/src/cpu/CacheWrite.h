@@ -11,6 +11,12 @@
 
 namespace mlart::cpu {
 
+/// Checks the cache, kvC [T, latent], kPe [T, rope] and slotMapping [N <= T]
+/// without reading any slot value: what every device can check on the host.
+Status checkCacheWriteShapes(const TensorRef &kvC, const TensorRef &kPe,
+                             const TensorRef &slotMapping,
+                             const KVCacheRef &cache);
+
 /// Checks the cache, kvC [T, latent], kPe [T, rope], slotMapping [N <= T],
 /// every slot (< numSlots) and, in checked mode, that no slot lands in a
 /// write-protected block (counting refused rows). Returns T in `numTokens`.

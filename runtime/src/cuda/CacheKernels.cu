@@ -15,6 +15,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "cuda/CudaCommon.h"
+#include "cpu/CacheWrite.h"
 #include "cpu/IndexAccess.h"
 #include "cpu/RopeMath.h"
 #include "cpu/TensorAccess.h"
@@ -382,13 +383,10 @@ __global__ void __launch_bounds__(kThreads)
     rotateQ(p);
 }
 
-Status checkInputType(const TensorRef &t, const char *name,
-                      const KVCacheDesc &desc) {
-  if (desc.layout == CacheLayout::Plain) {
-    if (t.dtype != desc.dtype)
-      return invalidArgument(std::string(name) + " must have the cache dtype " +
-                             dtypeName(desc.dtype) + ", got " + t.describe());
-  } else if (!isFloatType(t.dtype)) {
+/// The CUDA kernels read f32, f16 and bf16 only (the CPU also takes f64).
+Status checkCudaInputType(const TensorRef &t, const char *name,
+                          const KVCacheDesc &desc) {
+  if (desc.layout != CacheLayout::Plain && !isFloatType(t.dtype)) {
     return invalidArgument(std::string(name) +
                            " must be f32, f16 or bf16 for an fp8 cache on "
                            "CUDA, got " + t.describe());
@@ -396,41 +394,14 @@ Status checkInputType(const TensorRef &t, const char *name,
   return Status::success();
 }
 
-/// Host-side part of validateCacheWrite: everything but the slot values.
+/// Host-side part of validateCacheWrite: everything but the slot values,
+/// which live on the device and are checked by the kernels.
 Status checkCacheWrite(const TensorRef &kvC, const TensorRef &kPe,
                        const TensorRef &slotMapping, const KVCacheRef &cache) {
-  using namespace mlart::cpu;
-  const KVCacheDesc &desc = cache.desc;
-  MLART_RETURN_IF_ERROR(desc.validate());
-  if (!cache.data)
-    return invalidArgument("cache has no memory");
-  if (desc.layout == CacheLayout::Fp8PerTensor &&
-      (!std::isfinite(cache.scale) || cache.scale <= 0.0f))
-    return invalidArgument("fp8 cache scale must be finite and > 0, got " +
-                           std::to_string(cache.scale));
-  if (desc.layout == CacheLayout::Fp8DsMla && desc.latentRank % 128 != 0)
-    return invalidArgument("fp8_ds_mla needs a latent rank divisible by 128");
-  MLART_RETURN_IF_ERROR(checkTensor(kvC, "kv_c", 2));
-  MLART_RETURN_IF_ERROR(checkTensor(kPe, "k_pe", 2));
-  MLART_RETURN_IF_ERROR(checkIndexTensor(slotMapping, "slot_mapping"));
-  if (kvC.sizes[1] != desc.latentRank)
-    return invalidArgument("kv_c must have " + std::to_string(desc.latentRank) +
-                           " columns (the cache latent rank), got " +
-                           kvC.describe());
-  if (kPe.sizes[1] != desc.ropeDim)
-    return invalidArgument("k_pe must have " + std::to_string(desc.ropeDim) +
-                           " columns (the cache rope dim), got " +
-                           kPe.describe());
-  if (kPe.sizes[0] != kvC.sizes[0])
-    return invalidArgument("kv_c " + kvC.describe() + " and k_pe " +
-                           kPe.describe() + " disagree on the token count");
-  MLART_RETURN_IF_ERROR(checkInputType(kvC, "kv_c", desc));
-  MLART_RETURN_IF_ERROR(checkInputType(kPe, "k_pe", desc));
-  if (slotMapping.sizes[0] > kvC.sizes[0])
-    return invalidArgument("slot_mapping has " +
-                           std::to_string(slotMapping.sizes[0]) +
-                           " entries for " + std::to_string(kvC.sizes[0]) +
-                           " tokens");
+  MLART_RETURN_IF_ERROR(
+      cpu::checkCacheWriteShapes(kvC, kPe, slotMapping, cache));
+  MLART_RETURN_IF_ERROR(checkCudaInputType(kvC, "kv_c", cache.desc));
+  MLART_RETURN_IF_ERROR(checkCudaInputType(kPe, "k_pe", cache.desc));
   if (kvC.sizes[0] > INT_MAX)
     return invalidArgument("too many tokens for one call");
   if (cache.writeProtect && !isDeviceAccessible(cache.writeProtect))
