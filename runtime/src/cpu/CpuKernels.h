@@ -19,6 +19,8 @@ Status prefillAttention(const PrefillAttentionArgs &args);
 Status qAbsorb(const QAbsorbArgs &args);
 Status vUp(const VUpArgs &args);
 Status qConcat(const QConcatArgs &args);
+/// The argument checks of qConcat, shared with the CUDA kernel.
+Status validateQConcat(const QConcatArgs &args);
 Status quantize(const QuantizeArgs &args);
 Status rmsNorm(const RmsNormArgs &args);
 Status linear(const LinearArgs &args);

@@ -22,7 +22,7 @@ void copyValues(const uint8_t *src, DType srcType, uint8_t *dst, DType dstType,
 }
 } // namespace
 
-Status qConcat(const QConcatArgs &args) {
+Status validateQConcat(const QConcatArgs &args) {
   MLART_RETURN_IF_ERROR(checkTensor(args.qLatent, "q_latent", 3));
   MLART_RETURN_IF_ERROR(checkTensor(args.qPe, "q_pe", 3));
   MLART_RETURN_IF_ERROR(checkTensor(args.out, "out", 3));
@@ -37,6 +37,12 @@ Status qConcat(const QConcatArgs &args) {
     return invalidArgument("q_concat: out " + o.describe() +
                            " is not concat(" + a.describe() + ", " +
                            b.describe() + ")");
+  return Status::success();
+}
+
+Status qConcat(const QConcatArgs &args) {
+  MLART_RETURN_IF_ERROR(validateQConcat(args));
+  const TensorRef &a = args.qLatent, &b = args.qPe, &o = args.out;
   const size_t oes = dtypeSize(o.dtype);
   for (int64_t i = 0; i < a.sizes[0]; ++i)
     for (int64_t h = 0; h < a.sizes[1]; ++h) {

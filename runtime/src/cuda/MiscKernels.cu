@@ -1,5 +1,6 @@
 //===- MiscKernels.cu - add, rmsNorm, qConcat, quantize -------------------===//
 #include "cuda/CudaCommon.h"
+#include "cpu/CpuKernels.h"
 #include "cpu/TensorAccess.h"
 
 namespace mlart::cuda {
@@ -171,21 +172,8 @@ Status rmsNorm(CudaContext &ctx, const RmsNormArgs &a, cudaStream_t stream) {
 }
 
 Status qConcat(CudaContext &ctx, const QConcatArgs &args, cudaStream_t stream) {
-  using namespace mlart::cpu;
-  MLART_RETURN_IF_ERROR(checkTensor(args.qLatent, "q_latent", 3));
-  MLART_RETURN_IF_ERROR(checkTensor(args.qPe, "q_pe", 3));
-  MLART_RETURN_IF_ERROR(checkTensor(args.out, "out", 3));
+  MLART_RETURN_IF_ERROR(cpu::validateQConcat(args));
   const TensorRef &a = args.qLatent, &b = args.qPe, &o = args.out;
-  if (!isActivationType(a.dtype) || !isActivationType(b.dtype) ||
-      !(isActivationType(o.dtype) || o.dtype == DType::F8E4M3FN))
-    return invalidArgument("q_concat: unsupported dtypes " + a.describe() +
-                           ", " + b.describe() + " -> " + o.describe());
-  if (a.sizes[0] != b.sizes[0] || a.sizes[1] != b.sizes[1] ||
-      o.sizes[0] != a.sizes[0] || o.sizes[1] != a.sizes[1] ||
-      o.sizes[2] != a.sizes[2] + b.sizes[2])
-    return invalidArgument("q_concat: out " + o.describe() +
-                           " is not concat(" + a.describe() + ", " +
-                           b.describe() + ")");
   const int64_t n = o.sizes[0] * o.sizes[1] * o.sizes[2];
   if (n == 0)
     return Status::success();
