@@ -43,6 +43,14 @@ std::string names::kvScale(int64_t layer) {
   return llvm::formatv("model.layers.{0}.kv_scale", layer);
 }
 
+std::string names::layerOutput(int64_t layer) {
+  return llvm::formatv("model.layers.{0}.hidden_states_out", layer);
+}
+
+std::string names::layerAttentionOutput(int64_t layer) {
+  return llvm::formatv("model.layers.{0}.self_attn.o_proj_out", layer);
+}
+
 namespace {
 
 /// The function signature, collected before the function exists so that
@@ -129,7 +137,9 @@ private:
   Value linear(Location loc, Value input, Value weight, int64_t outFeatures);
   Value slice(Location loc, Value source, ArrayRef<int64_t> offsets,
               ArrayRef<int64_t> sizes);
-  Value buildLayer(Location loc, Value x, const LayerArgs &layer);
+  /// Returns the residual output; `attentionOut` gets what the layer adds.
+  Value buildLayer(Location loc, Value x, const LayerArgs &layer,
+                   Value &attentionOut);
 
   Value arg(unsigned index) const { return entry->getArgument(index); }
 
@@ -223,7 +233,8 @@ Value StepBuilder::slice(Location loc, Value source, ArrayRef<int64_t> offsets,
       getAsIndexOpFoldResult(ctx, sizes), getAsIndexOpFoldResult(ctx, strides));
 }
 
-Value StepBuilder::buildLayer(Location loc, Value x, const LayerArgs &layer) {
+Value StepBuilder::buildLayer(Location loc, Value x, const LayerArgs &layer,
+                              Value &attentionOut) {
   int64_t qkDim = config.qkHeadDim(), vDim = config.vHeadDim;
   Value positions = arg(step.positions), cosSin = arg(step.cosSin);
   auto gptj = RopeStyleAttr::get(ctx, RopeStyle::gptj);
@@ -271,6 +282,7 @@ Value StepBuilder::buildLayer(Location loc, Value x, const LayerArgs &layer) {
   Value attnFlat =
       tensor::CollapseShapeOp::create(b, loc, attention, splitHeads);
   Value out = linear(loc, attnFlat, arg(layer.oProj), config.hiddenSize);
+  attentionOut = out;
   return arith::AddFOp::create(b, loc, out, x);
 }
 
@@ -283,14 +295,25 @@ func::FuncOp StepBuilder::build(Location loc) {
     layers.push_back(declareLayerArgs(i));
 
   RankedTensorType resultType = tensor({tokens, config.hiddenSize});
+  // The step's output first, then (optionally) every layer's attention
+  // output and every residual output but the last (that is the step's).
+  SmallVector<std::string> resultNames = {names::kHiddenStatesOut.str()};
+  if (options.layerOutputs)
+    for (int64_t i = 0; i < numLayers; ++i) {
+      resultNames.push_back(names::layerAttentionOutput(i));
+      if (i + 1 < numLayers)
+        resultNames.push_back(names::layerOutput(i));
+    }
+  SmallVector<Type> resultTypes(resultNames.size(), resultType);
   std::string name = options.funcName;
   if (name.empty())
     name = options.phase == Phase::Decode ? "decode_step" : "prefill_step";
   auto func = func::FuncOp::create(
-      b, loc, name, FunctionType::get(ctx, sig.types, {resultType}));
+      b, loc, name, FunctionType::get(ctx, sig.types, resultTypes));
   func.setAllArgAttrs(sig.argAttrs);
-  func.setResultAttr(0, MLADialect::getNameAttrName(),
-                     StringAttr::get(ctx, names::kHiddenStatesOut));
+  for (auto [i, resultName] : llvm::enumerate(resultNames))
+    func.setResultAttr(i, MLADialect::getNameAttrName(),
+                       StringAttr::get(ctx, resultName));
   if (options.dummyRun)
     func->setAttr(MLADialect::getDummyRunAttrName(), UnitAttr::get(ctx));
 
@@ -298,11 +321,20 @@ func::FuncOp StepBuilder::build(Location loc) {
   entry = func.addEntryBlock();
   b.setInsertionPointToStart(entry);
   Value x = arg(step.hiddenStates);
-  for (auto [i, layer] : llvm::enumerate(layers))
+  SmallVector<Value> results = {Value()};
+  for (auto [i, layer] : llvm::enumerate(layers)) {
+    Value attentionOut;
     x = buildLayer(
         NameLoc::get(StringAttr::get(ctx, names::layerPrefix(i)), loc), x,
-        layer);
-  func::ReturnOp::create(b, loc, x);
+        layer, attentionOut);
+    if (options.layerOutputs) {
+      results.push_back(attentionOut);
+      if (i + 1 < layers.size())
+        results.push_back(x);
+    }
+  }
+  results.front() = x;
+  func::ReturnOp::create(b, loc, results);
   return func;
 }
 

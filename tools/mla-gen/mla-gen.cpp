@@ -71,6 +71,13 @@ cl::opt<bool> dummyRun("dummy-run",
                        cl::desc("Mark the step mla.dummy_run (warm-up or "
                                 "profile run: cache writes unobservable)"),
                        cl::init(false), cl::cat(category));
+cl::opt<bool> layerOutputs(
+    "layer-outputs",
+    cl::desc("Also return each layer's attention output "
+             "(model.layers.N.self_attn.o_proj_out) and residual output but "
+             "the last (model.layers.N.hidden_states_out), for per-layer "
+             "checks"),
+    cl::init(false), cl::cat(category));
 cl::opt<std::string> outputFilename("o", cl::desc("Output file"),
                                     cl::value_desc("filename"), cl::init("-"),
                                     cl::cat(category));
@@ -145,6 +152,7 @@ int main(int argc, char **argv) {
   options.dtype = dtype;
   options.cacheDType = cacheDType;
   options.dummyRun = dummyRun;
+  options.layerOutputs = layerOutputs;
 
   mlir::MLIRContext context;
   auto module = buildStepModule(context, *config, options);

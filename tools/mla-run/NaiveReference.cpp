@@ -68,25 +68,47 @@ const HostTensorView *find(const NaiveStep &step, const std::string &name) {
 
 } // namespace
 
-StatusOr<std::vector<double>> naiveDecodeStep(const NaiveStep &step) {
-  const HostTensorView *x0 = find(step, "hidden_states");
-  const HostTensorView *positions = find(step, "positions");
-  const HostTensorView *blockTable = find(step, "block_table");
-  const HostTensorView *seqLens = find(step, "seq_lens");
-  const HostTensorView *cosSin = find(step, "cos_sin_cache");
-  if (!x0 || !positions || !blockTable || !seqLens || !cosSin)
+namespace {
+/// The step-wide tensors every layer reads, checked once.
+struct StepTensors {
+  const HostTensorView *x0, *positions, *blockTable, *seqLens, *cosSin;
+  int64_t tokens, hidden;
+};
+
+StatusOr<StepTensors> stepTensors(const NaiveStep &step) {
+  StepTensors t;
+  t.x0 = find(step, "hidden_states");
+  t.positions = find(step, "positions");
+  t.blockTable = find(step, "block_table");
+  t.seqLens = find(step, "seq_lens");
+  t.cosSin = find(step, "cos_sin_cache");
+  if (!t.x0 || !t.positions || !t.blockTable || !t.seqLens || !t.cosSin)
     return invalidArgument("the naive reference needs mla-gen's argument "
                            "names (hidden_states, positions, block_table, "
                            "seq_lens, cos_sin_cache)");
-  const int64_t tokens = x0->sizes[0], hidden = x0->sizes[1];
-  if (seqLens->sizes[0] != tokens)
+  t.tokens = t.x0->sizes[0];
+  t.hidden = t.x0->sizes[1];
+  if (t.seqLens->sizes[0] != t.tokens)
     return invalidArgument("the naive reference covers decode steps only");
+  return t;
+}
+} // namespace
 
-  Matrix x(size_t(tokens * hidden));
-  for (int64_t i = 0; i < tokens * hidden; ++i)
-    x[size_t(i)] = x0->at(i);
-
-  for (size_t layer = 0; layer < step.caches.size(); ++layer) {
+Status naiveDecodeLayer(const NaiveStep &step, size_t layer,
+                        std::vector<double> &x) {
+  StatusOr<StepTensors> checked = stepTensors(step);
+  if (!checked.ok())
+    return checked.status();
+  const StepTensors &st = checked.value();
+  const HostTensorView *positions = st.positions, *blockTable = st.blockTable,
+                       *seqLens = st.seqLens, *cosSin = st.cosSin;
+  const int64_t tokens = st.tokens, hidden = st.hidden;
+  if (layer >= step.caches.size())
+    return outOfRange("the naive reference has no layer " +
+                      std::to_string(layer));
+  if (x.size() != size_t(tokens * hidden))
+    return invalidArgument("naive reference: layer input has the wrong size");
+  {
     const std::string p = "model.layers." + std::to_string(layer) + ".";
     auto w = [&](const std::string &name) { return find(step, p + name); };
     const HostTensorView *inNorm = w("input_layernorm.weight");
@@ -201,6 +223,25 @@ StatusOr<std::vector<double>> naiveDecodeStep(const NaiveStep &step) {
     Matrix o = linear(attn, tokens, *oProj);
     for (size_t i = 0; i < x.size(); ++i)
       x[i] += o[i];
+  }
+  return Status();
+}
+
+StatusOr<std::vector<double>> naiveDecodeStep(const NaiveStep &step,
+                                              Residual residual) {
+  StatusOr<StepTensors> checked = stepTensors(step);
+  if (!checked.ok())
+    return checked.status();
+  const HostTensorView &x0 = *checked.value().x0;
+  std::vector<double> x(size_t(x0.sizes[0] * x0.sizes[1]));
+  for (size_t i = 0; i < x.size(); ++i)
+    x[i] = x0.at(int64_t(i));
+  for (size_t layer = 0; layer < step.caches.size(); ++layer) {
+    if (Status s = naiveDecodeLayer(step, layer, x); !s.ok())
+      return s;
+    if (residual == Residual::RoundedToBF16)
+      for (double &v : x)
+        v = double(bf16ToFloat(floatToBf16(float(v))));
   }
   return x;
 }

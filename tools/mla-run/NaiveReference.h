@@ -47,8 +47,23 @@ struct NaiveStep {
   mlart::RopeStyle style = mlart::RopeStyle::GptJ;
 };
 
-/// The step's output (hidden_states_out, row-major) in double.
-mlart::StatusOr<std::vector<double>> naiveDecodeStep(const NaiveStep &step);
+/// Runs layer `layer` of the step on `x` ([tokens, hidden], row-major), in
+/// place: x += o_proj(attention(x)). The layer's new cache row comes from
+/// `x`, earlier rows from the layer's cache snapshot.
+mlart::Status naiveDecodeLayer(const NaiveStep &step, size_t layer,
+                               std::vector<double> &x);
+
+/// How `naiveDecodeStep` carries the residual stream between layers.
+enum class Residual {
+  Exact,        ///< double throughout
+  RoundedToBF16 ///< rounded to bf16 after every layer, as a bf16 model stores
+                ///< it: the gap to Exact is the floor any bf16 step has
+};
+
+/// All layers from hidden_states: the step's output (hidden_states_out,
+/// row-major) in double.
+mlart::StatusOr<std::vector<double>>
+naiveDecodeStep(const NaiveStep &step, Residual residual = Residual::Exact);
 
 } // namespace mlarun
 

@@ -104,6 +104,11 @@ struct StepOptions {
   CacheDType cacheDType = CacheDType::Auto;
   /// Mark the function `mla.dummy_run` (warm-up / profile run).
   bool dummyRun = false;
+  /// Also return each layer's attention output
+  /// (`model.layers.N.self_attn.o_proj_out`, what it adds to the residual)
+  /// and residual output but the last (`model.layers.N.hidden_states_out`),
+  /// so a runner can compare the layers one by one.
+  bool layerOutputs = false;
   /// Function name; empty picks `decode_step` or `prefill_step`.
   std::string funcName;
 
@@ -125,6 +130,10 @@ std::string layerPrefix(int64_t layer);
 std::string layerWeight(int64_t layer, llvm::StringRef module);
 std::string kvCache(int64_t layer);
 std::string kvScale(int64_t layer);
+/// Layer `layer`'s residual output (with `StepOptions::layerOutputs`).
+std::string layerOutput(int64_t layer);
+/// Layer `layer`'s o_proj output (with `StepOptions::layerOutputs`).
+std::string layerAttentionOutput(int64_t layer);
 inline constexpr llvm::StringLiteral kHiddenStates = "hidden_states";
 inline constexpr llvm::StringLiteral kPositions = "positions";
 inline constexpr llvm::StringLiteral kSlotMapping = "slot_mapping";
