@@ -1,6 +1,6 @@
 //===- MlaBench.cpp - mla-bench: CUDA kernels against measured ceilings ---===//
 //
-// Usage: mla-bench [out.json] [--quick]
+// Usage: mla-bench [out.json] [--quick] [--decode-only] [--no-h128] [--cache-only]
 // Times every kernel with CUDA events (warm-up, then the median of many
 // individually bracketed calls), and measures in the same run the two
 // ceilings: a large device-to-device copy (bytes read + written) and a cuBLAS
