@@ -1,6 +1,6 @@
 //===- MlaBench.cpp - mla-bench: CUDA kernels against measured ceilings ---===//
 //
-// Usage: mla-bench [out.json] [--quick]
+// Usage: mla-bench [out.json] [--quick] [--decode-only] [--no-h128] [--cache-only]
 // Times every kernel with CUDA events (warm-up, then the median of many
 // individually bracketed calls), and measures in the same run the two
 // ceilings: a large device-to-device copy (bytes read + written) and a cuBLAS
@@ -159,12 +159,16 @@ TensorRef ten(void *p, DType t, std::initializer_list<int64_t> s) {
 
 int main(int argc, char **argv) {
   std::string jsonPath = "mla-bench.json";
-  bool quick = false, decodeOnly = false;
+  bool quick = false, decodeOnly = false, noH128 = false, cacheOnly = false;
   for (int i = 1; i < argc; ++i) {
     if (std::string(argv[i]) == "--quick")
       quick = true;
     else if (std::string(argv[i]) == "--decode-only")
       decodeOnly = true;
+    else if (std::string(argv[i]) == "--no-h128")
+      noH128 = true;
+    else if (std::string(argv[i]) == "--cache-only")
+      cacheOnly = true;
     else
       jsonPath = argv[i];
   }
@@ -253,6 +257,21 @@ int main(int argc, char **argv) {
       add("cache_update bf16", "T=" + std::to_string(T), std::isnan(ms) ? call : ms,
           double(T) * 2312, 0, call);
     }
+    {
+      // Same T=65536 update into slots 0..T-1 in order: the cost of the
+      // random-row write pattern (the row above) against sequential rows.
+      std::vector<int64_t> seq(static_cast<size_t>(maxT));
+      std::iota(seq.begin(), seq.end(), 0);
+      Buffer seqSlots = upload(seq);
+      CacheUpdateArgs a{ten(kv.data(), DType::BF16, {maxT, 512}),
+                        ten(kp.data(), DType::BF16, {maxT, 64}),
+                        ten(seqSlots.data(), DType::I64, {maxT}), cache};
+      auto fn = [&] { CHECK(k.cacheUpdate(a, gStream)); };
+      double call = timeMs(fn, quick ? 20 : 100);
+      double ms = graphMs(fn);
+      add("cache_update bf16", "T=65536 seq slots", std::isnan(ms) ? call : ms,
+          double(maxT) * 2312, 0, call);
+    }
     for (int Hq : {0, 16, 128})
       for (int64_t T : {1, 16, 256, 4096}) {
         RopeCacheUpdateArgs a;
@@ -273,10 +292,114 @@ int main(int argc, char **argv) {
       }
   }
 
+  if (cacheOnly)
+    decodeOnly = true, noH128 = true;
+  // The decode step's other kernels at DeepSeek-V2-Lite shapes, B=64 (what
+  // one replay of the compiled layer runs besides decode attention). Bytes:
+  // weights + activations read + written.
+  if (!decodeOnly) {
+    const int64_t B = 64, D = 2048, H = 16;
+    Buffer x = randomBf16(size_t(B * D), rng), w = randomBf16(size_t(D), rng),
+           o = alloc(size_t(B * 3072 * 2)), y = randomBf16(size_t(B * D), rng);
+    {
+      RmsNormArgs a{ten(x.data(), DType::BF16, {B, D}), ten(w.data(), DType::BF16, {D}),
+                    1e-6f, ten(o.data(), DType::BF16, {B, D})};
+      auto fn = [&] { CHECK(k.rmsNorm(a, gStream)); };
+      add("step rms_norm", "64x2048", graphMs(fn), 2.0 * B * D * 2 + D * 2, 0, timeMs(fn));
+      RmsNormArgs a2{ten(x.data(), DType::BF16, {B, 512}), ten(w.data(), DType::BF16, {512}),
+                     1e-6f, ten(o.data(), DType::BF16, {B, 512})};
+      auto fn2 = [&] { CHECK(k.rmsNorm(a2, gStream)); };
+      add("step rms_norm", "64x512", graphMs(fn2), 2.0 * B * 512 * 2, 0, timeMs(fn2));
+      AddArgs aa{ten(x.data(), DType::BF16, {B, D}), ten(y.data(), DType::BF16, {B, D}),
+                 ten(o.data(), DType::BF16, {B, D})};
+      auto fn3 = [&] { CHECK(k.add(aa, gStream)); };
+      add("step add", "64x2048", graphMs(fn3), 3.0 * B * D * 2, 0, timeMs(fn3));
+    }
+    {
+      Buffer ql = randomBf16(size_t(B * H * 512), rng), qp = randomBf16(size_t(B * H * 64), rng),
+             qo = alloc(size_t(B * H * 576 * 2));
+      QConcatArgs a{ten(ql.data(), DType::BF16, {B, H, 512}), ten(qp.data(), DType::BF16, {B, H, 64}),
+                    ten(qo.data(), DType::BF16, {B, H, 576})};
+      auto fn = [&] { CHECK(k.qConcat(a, gStream)); };
+      add("step q_concat", "64x16x(512+64)", graphMs(fn), 2.0 * B * H * 576 * 2, 0, timeMs(fn));
+    }
+    struct Lin { int64_t n, k; const char *name; };
+    for (Lin l : {Lin{3072, 2048, "q_proj"}, Lin{576, 2048, "kv_a_proj"}, Lin{2048, 2048, "o_proj"}}) {
+      Buffer wt = randomBf16(size_t(l.n * l.k), rng), xi = randomBf16(size_t(B * l.k), rng),
+             out = alloc(size_t(B * l.n * 2));
+      LinearArgs a{ten(xi.data(), DType::BF16, {B, l.k}), ten(wt.data(), DType::BF16, {l.n, l.k}),
+                   ten(out.data(), DType::BF16, {B, l.n})};
+      Status st = k.linear(a, gStream);
+      if (!st.ok())
+        break;
+      auto fn = [&] { CHECK(k.linear(a, gStream)); };
+      add(std::string("step linear ") + l.name,
+          "64x" + std::to_string(l.k) + "->" + std::to_string(l.n), graphMs(fn),
+          double(l.n * l.k + B * l.k + B * l.n) * 2, 2.0 * B * l.n * l.k, timeMs(fn));
+    }
+    {
+      Buffer qn = randomBf16(size_t(B * H * 128), rng), wuk = randomBf16(size_t(H * 128 * 512), rng),
+             qo = alloc(size_t(B * H * 576 * 2));
+      TensorRef out = ten(qo.data(), DType::BF16, {B, H, 576});
+      out.sizes[2] = 512;
+      QAbsorbArgs a{ten(qn.data(), DType::BF16, {B, H, 128}), ten(wuk.data(), DType::BF16, {H, 128, 512}), out};
+      if (k.qAbsorb(a, gStream).ok()) {
+        auto fn = [&] { CHECK(k.qAbsorb(a, gStream)); };
+        add("step q_absorb", "64x16x128->512", graphMs(fn),
+            double(H * 128 * 512 + B * H * 128 + B * H * 512) * 2, 2.0 * B * H * 128 * 512, timeMs(fn));
+        Buffer ol = randomBf16(size_t(B * H * 512), rng), wuv = randomBf16(size_t(H * 512 * 128), rng),
+               vo = alloc(size_t(B * H * 128 * 2));
+        VUpArgs v{ten(ol.data(), DType::BF16, {B, H, 512}), ten(wuv.data(), DType::BF16, {H, 512, 128}),
+                  ten(vo.data(), DType::BF16, {B, H, 128})};
+        auto fn2 = [&] { CHECK(k.vUp(v, gStream)); };
+        add("step v_up", "64x16x512->128", graphMs(fn2),
+            double(H * 512 * 128 + B * H * 512 + B * H * 128) * 2, 2.0 * B * H * 128 * 512, timeMs(fn2));
+      }
+    }
+  }
+
+  // Decode attention at the step's shape (B=64, H=16, L=4096, 65-block
+  // table as the compiled step has), heuristic (splits=0) and forced splits.
+  if (!cacheOnly) {
+    const int64_t B = 64, H = 16, L = 4096, bs = 64, perSeq = 65, numBlocks = B * perSeq + 1;
+    KVCacheRef cache;
+    cache.desc.numBlocks = numBlocks;
+    cache.desc.blockSize = bs;
+    Buffer cb = randomBf16(size_t(numBlocks * bs * 576), rng);
+    cache.data = cb.data();
+    std::vector<int32_t> ids(static_cast<size_t>(numBlocks - 1));
+    std::iota(ids.begin(), ids.end(), 1);
+    std::shuffle(ids.begin(), ids.end(), rng);
+    Buffer table = upload(ids);
+    Buffer lens = upload(std::vector<int32_t>(size_t(B), int32_t(L)));
+    Buffer q = randomBf16(size_t(B * H * 576), rng), out = alloc(size_t(B * H * 512 * 2)),
+           lse = alloc(size_t(B * H * 4));
+    for (int splits : {0, 1, 2, 3, 4, 5}) {
+      DecodeAttentionArgs a;
+      a.q = ten(q.data(), DType::BF16, {B, H, 576});
+      a.cache = cache;
+      a.blockTable = ten(table.data(), DType::I32, {B, perSeq});
+      a.seqLens = ten(lens.data(), DType::I32, {B});
+      a.softmaxScale = 0.1f;
+      a.out = ten(out.data(), DType::BF16, {B, H, 512});
+      a.lse = ten(lse.data(), DType::F32, {B, H});
+      a.numSplits = splits;
+      auto fn = [&] { CHECK(k.decodeAttention(a, gStream)); };
+      double call = timeMs(fn, 20);
+      double ms = graphMs(fn, 10, 10);
+      const double bytes = double(B) * L * 1152 + double(B) * H * (576 + 512) * 2;
+      add("decode step-shape", "B=64 L=4096 s=" + std::to_string(splits), ms, bytes,
+          2.0 * B * H * L * (576 + 512), call);
+    }
+  }
+
   // Decode attention.
   for (int H : {16, 128})
+    if (!cacheOnly)
     for (int64_t B : {1, 32, 128})
       for (int64_t L : {1024, 8192}) {
+        if (noH128 && H == 128 && B * L > 32 * 1024)
+          continue;
         const int64_t bs = 64, perSeq = L / bs, numBlocks = B * perSeq + 1;
         KVCacheRef cache;
         cache.desc.numBlocks = numBlocks;

@@ -63,7 +63,18 @@ struct WriteParams {
   int vec = 0;
   DeviceErrorRecord *rec = nullptr;
   int prevalidated = 0;
+  int64_t tokenBlocks = 0; // blocks [0, tokenBlocks) write tokens, the rest rotate q
 };
+
+/// Row of cos/sin for token t. Used before the validation vote, so an
+/// out-of-range position is clamped to row 0 for the (speculative) loads;
+/// nothing is stored for it, the vote fails.
+__device__ __forceinline__ const float *csRow(const WriteParams &p, int64_t t) {
+  int64_t x = loadIdx(p.pos, p.pos64, p.posStride, t);
+  if (x < 0 || x >= p.maxPos)
+    x = 0;
+  return p.cs + x * p.csStride;
+}
 
 __device__ bool scanBad(const WriteParams &p, int64_t start, int64_t step,
                         bool record) {
@@ -171,52 +182,82 @@ __device__ void writeRow(const WriteParams &p, const uint8_t *kv,
         floatToBf16Bits(loadF(kp, p.kpType, i));
 }
 
-/// Rotates q_pe: bf16 with rope 64 and 16-byte aligned rows takes 16-byte
+/// q_pe rotation, bf16 with rope 64 and 16-byte aligned rows: 16-byte
 /// vectors (NeoX: 8 elements of each half per item; GPT-J: 4 pairs per
-/// item); anything else one pair per item.
-__device__ void rotateQ(const WriteParams &p) {
-  const int half = p.rope / 2;
-  const int64_t step = int64_t(gridDim.x) * blockDim.x;
-  const int64_t first = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (p.vec & 2) {
-    const int groups = p.style == 0 ? 8 : 4; // items per head
-    const int64_t items = p.T * p.Hq * groups;
-    for (int64_t it = first; it < items; it += step) {
-      const int g = int(it % groups);
-      const int64_t th = it / groups;
-      const int h = int(th % p.Hq);
-      const int64_t t = th / p.Hq;
-      uint16_t *row = reinterpret_cast<uint16_t *>(p.q) + t * p.qS0 + h * p.qS1;
-      const float *cs = p.cs + loadIdx(p.pos, p.pos64, p.posStride, t) * p.csStride;
-      if (p.style == 0) { // GPT-J: elements 8g..8g+7 = pairs 4g..4g+3
-        uint4 v = *reinterpret_cast<const uint4 *>(row + 8 * g);
-        uint16_t *e = reinterpret_cast<uint16_t *>(&v);
+/// item), cos/sin as float4 when the table allows (vec & 4).
+struct QRegs {
+  uint16_t *row;
+  int g;
+  uint4 va, vb;
+  float c[8], sn[8];
+};
+
+__device__ __forceinline__ void qLoad(const WriteParams &p, int64_t it,
+                                      QRegs &r) {
+  constexpr int half = 32;
+  const int groups = p.style == 0 ? 8 : 4; // items per head
+  r.g = int(it % groups);
+  const int64_t th = it / groups;
+  const int h = int(th % p.Hq);
+  const int64_t t = th / p.Hq;
+  r.row = reinterpret_cast<uint16_t *>(p.q) + t * p.qS0 + h * p.qS1;
+  const float *cs = csRow(p, t);
+  const int n = p.style == 0 ? 4 : 8; // pairs per item
+  const int first = n * r.g;
+  r.va = *reinterpret_cast<const uint4 *>(r.row + 8 * r.g);
+  if (p.style != 0)
+    r.vb = *reinterpret_cast<const uint4 *>(r.row + half + 8 * r.g);
+  if (p.vec & 4) {
 #pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          const float c = cs[4 * g + j], sn = cs[half + 4 * g + j];
-          const float x0 = bf16BitsToFloat(e[2 * j]), x1 = bf16BitsToFloat(e[2 * j + 1]);
-          e[2 * j] = floatToBf16Bits(__fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, sn)));
-          e[2 * j + 1] = floatToBf16Bits(__fadd_rn(__fmul_rn(x1, c), __fmul_rn(x0, sn)));
-        }
-        *reinterpret_cast<uint4 *>(row + 8 * g) = v;
-      } else { // NeoX: elements 8g..8g+7 with 32+8g..32+8g+7
-        uint4 va = *reinterpret_cast<const uint4 *>(row + 8 * g);
-        uint4 vb = *reinterpret_cast<const uint4 *>(row + half + 8 * g);
-        uint16_t *ea = reinterpret_cast<uint16_t *>(&va);
-        uint16_t *eb = reinterpret_cast<uint16_t *>(&vb);
-#pragma unroll
-        for (int j = 0; j < 8; ++j) {
-          const float c = cs[8 * g + j], sn = cs[half + 8 * g + j];
-          const float x0 = bf16BitsToFloat(ea[j]), x1 = bf16BitsToFloat(eb[j]);
-          ea[j] = floatToBf16Bits(__fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, sn)));
-          eb[j] = floatToBf16Bits(__fadd_rn(__fmul_rn(x1, c), __fmul_rn(x0, sn)));
-        }
-        *reinterpret_cast<uint4 *>(row + 8 * g) = va;
-        *reinterpret_cast<uint4 *>(row + half + 8 * g) = vb;
+    for (int j = 0; j < 8; j += 4) {
+      if (j < n) {
+        const float4 c = *reinterpret_cast<const float4 *>(cs + first + j);
+        const float4 sn = *reinterpret_cast<const float4 *>(cs + half + first + j);
+        r.c[j] = c.x, r.c[j + 1] = c.y, r.c[j + 2] = c.z, r.c[j + 3] = c.w;
+        r.sn[j] = sn.x, r.sn[j + 1] = sn.y, r.sn[j + 2] = sn.z, r.sn[j + 3] = sn.w;
       }
     }
-    return;
+  } else {
+#pragma unroll
+    for (int j = 0; j < 8; ++j)
+      if (j < n) {
+        r.c[j] = cs[first + j];
+        r.sn[j] = cs[half + first + j];
+      }
   }
+}
+
+__device__ __forceinline__ void qStore(const WriteParams &p, QRegs &r) {
+  constexpr int half = 32;
+  // No FMA contraction: the CPU reference rounds each product.
+  if (p.style == 0) { // GPT-J: elements 8g..8g+7 = pairs 4g..4g+3
+    uint16_t *e = reinterpret_cast<uint16_t *>(&r.va);
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const float x0 = bf16BitsToFloat(e[2 * j]), x1 = bf16BitsToFloat(e[2 * j + 1]);
+      e[2 * j] = floatToBf16Bits(__fsub_rn(__fmul_rn(x0, r.c[j]), __fmul_rn(x1, r.sn[j])));
+      e[2 * j + 1] = floatToBf16Bits(__fadd_rn(__fmul_rn(x1, r.c[j]), __fmul_rn(x0, r.sn[j])));
+    }
+    *reinterpret_cast<uint4 *>(r.row + 8 * r.g) = r.va;
+  } else { // NeoX: elements 8g..8g+7 with 32+8g..32+8g+7
+    uint16_t *ea = reinterpret_cast<uint16_t *>(&r.va);
+    uint16_t *eb = reinterpret_cast<uint16_t *>(&r.vb);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      const float x0 = bf16BitsToFloat(ea[j]), x1 = bf16BitsToFloat(eb[j]);
+      ea[j] = floatToBf16Bits(__fsub_rn(__fmul_rn(x0, r.c[j]), __fmul_rn(x1, r.sn[j])));
+      eb[j] = floatToBf16Bits(__fadd_rn(__fmul_rn(x1, r.c[j]), __fmul_rn(x0, r.sn[j])));
+    }
+    *reinterpret_cast<uint4 *>(r.row + 8 * r.g) = r.va;
+    *reinterpret_cast<uint4 *>(r.row + half + 8 * r.g) = r.vb;
+  }
+}
+
+/// Generic q_pe rotation (any type / rope width): one pair per item.
+/// Items first, first + step, ...; `skip` items already done by the caller.
+__device__ void rotateQGeneric(const WriteParams &p, int64_t first,
+                               int64_t step) {
+  const int half = p.rope / 2;
   const int qes = p.qType == int(DType::F32) ? 4 : 2;
   const int64_t items = p.T * p.Hq * half;
   for (int64_t it = first; it < items; it += step) {
@@ -233,6 +274,11 @@ __device__ void rotateQ(const WriteParams &p) {
     storeF(row, p.qType, a, r0);
     storeF(row, p.qType, b, r1);
   }
+}
+
+__device__ __forceinline__ int64_t qItems(const WriteParams &p) {
+  return (p.vec & 2) ? p.T * p.Hq * (p.style == 0 ? 8 : 4)
+                     : p.T * p.Hq * (p.rope / 2);
 }
 
 /// Generic per-token path (any layout): rotate k_pe in place, then encode.
@@ -286,13 +332,15 @@ __device__ __forceinline__ void tokenLoad(const WriteParams &p, int64_t t,
 #pragma unroll
   for (int k = 0; k < 3; ++k) {
     const int ch = lane + 32 * k;
-    if (r.slot >= 0 && ch < lc + rc)
+    // Issued whatever the slot (kv_c and k_pe rows t < T always exist):
+    // no slot -> data dependency.
+    if (ch < lc + rc)
       r.v[k] = ch < lc ? reinterpret_cast<const uint4 *>(kv)[ch]
                        : reinterpret_cast<const uint4 *>(kp)[ch - lc];
   }
   const int half = p.rope / 2;
   if (p.doRope && lane < half) {
-    const float *cs = p.cs + loadIdx(p.pos, p.pos64, p.posStride, t) * p.csStride;
+    const float *cs = csRow(p, t);
     const int64_t a = p.style == 0 ? 2 * lane : lane;
     const int64_t b = p.style == 0 ? 2 * lane + 1 : lane + half;
     r.x0 = loadF(kp, p.kpType, a);
@@ -342,26 +390,54 @@ __device__ __forceinline__ void tokenStore(const WriteParams &p, int64_t t,
 __global__ void __launch_bounds__(kThreads)
     ropeCacheWriteKernel(WriteParams p) {
   const int lane = threadIdx.x & 31;
+  // Two roles: blocks [0, tokenBlocks) write tokens (a warp per token), the
+  // others rotate q_pe. Neither waits for the other; both issue their
+  // loads before the validation vote.
+  const bool qRole = blockIdx.x >= p.tokenBlocks;
   const int64_t warp = int64_t(blockIdx.x) * kWarps + (threadIdx.x >> 5);
-  const int64_t nWarps = int64_t(gridDim.x) * kWarps;
+  const int64_t nWarps = p.tokenBlocks * kWarps;
+  const int64_t qFirst = (int64_t(blockIdx.x) - p.tokenBlocks) * blockDim.x + threadIdx.x;
+  const int64_t qStep = (int64_t(gridDim.x) - p.tokenBlocks) * blockDim.x;
+  const bool doQ = p.q && p.doRope;
   const bool fast = (p.vec & 1) && p.kPe;
   if (!p.prevalidated) {
     // Small call: at most one token per warp. Load first, then vote.
     TokenRegs r;
     r.slot = -1;
-    if (fast && warp < p.T)
+    QRegs qr;
+    const bool qVec = qRole && doQ && (p.vec & 2) && qFirst < qItems(p);
+    if (!qRole && fast && warp < p.T)
       tokenLoad(p, warp, lane, r);
+    if (qVec)
+      qLoad(p, qFirst, qr);
     if (__syncthreads_or(scanBad(p, threadIdx.x, blockDim.x, blockIdx.x == 0)))
       return;
-    if (p.kPe && warp < p.T) {
-      if (fast)
-        tokenStore(p, warp, lane, r);
-      else
-        tokenGeneric(p, warp, lane);
-    }
-  } else {
-    if (*reinterpret_cast<volatile int *>(&p.rec->callFailed))
+    if (!qRole) {
+      if (p.kPe && warp < p.T) {
+        if (fast)
+          tokenStore(p, warp, lane, r);
+        else
+          tokenGeneric(p, warp, lane);
+      }
       return;
+    }
+    if (!doQ)
+      return;
+    if (p.vec & 2) {
+      if (qVec)
+        qStore(p, qr);
+      for (int64_t it = qFirst + qStep; it < qItems(p); it += qStep) {
+        qLoad(p, it, qr);
+        qStore(p, qr);
+      }
+    } else {
+      rotateQGeneric(p, qFirst, qStep);
+    }
+    return;
+  }
+  if (*reinterpret_cast<volatile int *>(&p.rec->callFailed))
+    return;
+  if (!qRole) {
     if (p.kPe && fast) {
       // Two tokens per step: six 16-byte loads in flight per lane.
       for (int64_t t = warp; t < p.T; t += 2 * nWarps) {
@@ -378,9 +454,26 @@ __global__ void __launch_bounds__(kThreads)
       for (int64_t t = warp; t < p.T; t += nWarps)
         tokenGeneric(p, t, lane);
     }
+    return;
   }
-  if (p.q && p.doRope)
-    rotateQ(p);
+  if (!doQ)
+    return;
+  if (p.vec & 2) {
+    // Two items per step, both loaded before either is stored.
+    const int64_t items = qItems(p);
+    for (int64_t it = qFirst; it < items; it += 2 * qStep) {
+      QRegs a, b;
+      const bool second = it + qStep < items;
+      qLoad(p, it, a);
+      if (second)
+        qLoad(p, it + qStep, b);
+      qStore(p, a);
+      if (second)
+        qStore(p, b);
+    }
+  } else {
+    rotateQGeneric(p, qFirst, qStep);
+  }
 }
 
 /// The CUDA kernels read f32, f16 and bf16 only (the CPU also takes f64).
@@ -470,6 +563,8 @@ Status launch(CudaContext &ctx, WriteParams &p, cudaStream_t stream,
       reinterpret_cast<uintptr_t>(p.q) % 16 == 0 && p.qS0 % 8 == 0 &&
       (p.qS1 % 8 == 0 || p.Hq == 1))
     p.vec |= 2;
+  if (p.cs && reinterpret_cast<uintptr_t>(p.cs) % 16 == 0 && p.csStride % 4 == 0)
+    p.vec |= 4;
   std::unique_lock<std::mutex> lock(ctx.recordMutex, std::defer_lock);
   if (ctx.synchronousChecks) {
     lock.lock();
@@ -485,14 +580,20 @@ Status launch(CudaContext &ctx, WriteParams &p, cudaStream_t stream,
                      kThreads, 0, stream>>>(p);
     MLART_CUDA_CHECK_LAUNCH("validateKernel");
   }
-  const int64_t tokenBlocks = p.kPe ? (p.T + kWarps - 1) / kWarps : 0;
-  const int64_t qItems = (p.vec & 2) ? p.T * p.Hq * (p.style == 0 ? 8 : 4)
-                                     : p.T * p.Hq * (p.rope / 2);
-  const int64_t qBlocks = p.q ? (qItems + kThreads - 1) / kThreads : 0;
+  const int64_t cap = int64_t(ctx.smCount) * 64;
+  int64_t tokenBlocks = p.kPe ? (p.T + kWarps - 1) / kWarps : 0;
   // Large calls: two tokens per warp (see the kernel).
-  const int64_t tb = p.prevalidated ? (tokenBlocks + 1) / 2 : tokenBlocks;
-  int64_t blocks = std::max<int64_t>(1, std::max(tb, qBlocks));
-  blocks = std::min<int64_t>(blocks, int64_t(ctx.smCount) * 64);
+  if (p.prevalidated)
+    tokenBlocks = std::min(cap, (tokenBlocks + 1) / 2);
+  const int64_t items = p.q ? ((p.vec & 2) ? p.T * p.Hq * (p.style == 0 ? 8 : 4)
+                                          : p.T * p.Hq * (p.rope / 2))
+                            : 0;
+  int64_t qBlocks = (items + kThreads - 1) / kThreads;
+  if (p.prevalidated && (p.vec & 2))
+    qBlocks = (qBlocks + 1) / 2; // two items per thread and step
+  qBlocks = std::min(cap, qBlocks);
+  p.tokenBlocks = tokenBlocks;
+  const int64_t blocks = std::max<int64_t>(1, tokenBlocks + qBlocks);
   ropeCacheWriteKernel<<<unsigned(blocks), kThreads, 0, stream>>>(p);
   MLART_CUDA_CHECK_LAUNCH("ropeCacheWriteKernel");
   if (!ctx.synchronousChecks)

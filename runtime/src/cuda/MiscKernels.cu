@@ -51,6 +51,112 @@ __global__ void rmsNormKernel(T2 x, const void *w, int wType, int64_t wS,
   }
 }
 
+/// bf16 fast paths (rows 16-byte aligned, columns a multiple of 8): 16-byte
+/// vectors, every load issued before the first use.
+__device__ __forceinline__ void unpack8(const uint4 &v, float (&f)[8]) {
+  const uint16_t *e = reinterpret_cast<const uint16_t *>(&v);
+#pragma unroll
+  for (int j = 0; j < 8; ++j)
+    f[j] = bf16BitsToFloat(e[j]);
+}
+
+__global__ void addBf16Kernel(const uint16_t *a, int64_t as, const uint16_t *b,
+                              int64_t bs, uint16_t *o, int64_t os, int64_t rows,
+                              int64_t chunks) {
+  const int64_t n = rows * chunks;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t r = i / chunks, c = i % chunks;
+    const uint4 va = reinterpret_cast<const uint4 *>(a + r * as)[c];
+    const uint4 vb = reinterpret_cast<const uint4 *>(b + r * bs)[c];
+    float fa[8], fb[8];
+    unpack8(va, fa);
+    unpack8(vb, fb);
+    uint4 vo;
+    uint16_t *e = reinterpret_cast<uint16_t *>(&vo);
+#pragma unroll
+    for (int j = 0; j < 8; ++j)
+      e[j] = floatToBf16Bits(__fadd_rn(fa[j], fb[j]));
+    reinterpret_cast<uint4 *>(o + r * os)[c] = vo;
+  }
+}
+
+/// One block per row, each thread keeps up to kNormChunks 16-byte chunks
+/// of x and of the weight in registers (dim <= 256 * 8 * kNormChunks).
+constexpr int kNormChunks = 4;
+__global__ void rmsNormBf16Kernel(const uint16_t *x, int64_t xs,
+                                  const uint16_t *w, uint16_t *o, int64_t os,
+                                  int chunks, float eps) {
+  const int64_t r = blockIdx.x;
+  __shared__ float red[32];
+  uint4 xv[kNormChunks], wv[kNormChunks];
+#pragma unroll
+  for (int k = 0; k < kNormChunks; ++k) {
+    const int c = threadIdx.x + k * blockDim.x;
+    if (c < chunks) {
+      xv[k] = reinterpret_cast<const uint4 *>(x + r * xs)[c];
+      wv[k] = reinterpret_cast<const uint4 *>(w)[c];
+    }
+  }
+  float part = 0.0f;
+#pragma unroll
+  for (int k = 0; k < kNormChunks; ++k)
+    if (threadIdx.x + k * blockDim.x < chunks) {
+      float f[8];
+      unpack8(xv[k], f);
+#pragma unroll
+      for (int j = 0; j < 8; ++j)
+        part += f[j] * f[j];
+    }
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1)
+    part += __shfl_xor_sync(0xffffffffu, part, off);
+  if ((threadIdx.x & 31) == 0)
+    red[threadIdx.x >> 5] = part;
+  __syncthreads();
+  float total = 0.0f;
+  for (int i = 0; i < int(blockDim.x / 32); ++i)
+    total += red[i];
+  const float ms = total / float(chunks * 8);
+  const float inv = 1.0f / sqrtf(ms + eps);
+#pragma unroll
+  for (int k = 0; k < kNormChunks; ++k) {
+    const int c = threadIdx.x + k * blockDim.x;
+    if (c < chunks) {
+      float f[8], g[8];
+      unpack8(xv[k], f);
+      unpack8(wv[k], g);
+      uint4 vo;
+      uint16_t *e = reinterpret_cast<uint16_t *>(&vo);
+#pragma unroll
+      for (int j = 0; j < 8; ++j)
+        e[j] = floatToBf16Bits(__fmul_rn(__fmul_rn(f[j], inv), g[j]));
+      reinterpret_cast<uint4 *>(o + r * os)[c] = vo;
+    }
+  }
+}
+
+/// q_concat with one element type for a, b and out (a pure copy): 16-byte
+/// units when every row offset and both widths allow.
+__global__ void qConcatVecKernel(const uint4 *a, int64_t as0, int64_t as1,
+                                 const uint4 *b, int64_t bs0, int64_t bs1,
+                                 uint4 *o, int64_t os0, int64_t os1, int H,
+                                 int ua, int ub, int64_t n) {
+  const int u = ua + ub;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    const int c = int(i % u);
+    const int64_t bh = i / u;
+    const int h = int(bh % H);
+    const int64_t bb = bh / H;
+    const uint4 v = c < ua ? a[bb * as0 + h * as1 + c]
+                           : b[bb * bs0 + h * bs1 + (c - ua)];
+    o[bb * os0 + h * os1 + c] = v;
+  }
+}
+
+bool al16(const void *p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
 struct T3 {
   void *p;
   int type;
@@ -142,6 +248,20 @@ Status add(CudaContext &ctx, const AddArgs &a, cudaStream_t stream) {
   }
   if (rows * cols == 0)
     return Status::success();
+  if (a.a.dtype == DType::BF16 && a.b.dtype == DType::BF16 &&
+      a.out.dtype == DType::BF16 && cols % 8 == 0 && a.a.strides[1] == 1 &&
+      a.b.strides[1] == 1 && a.out.strides[1] == 1 && al16(a.a.data) &&
+      al16(a.b.data) && al16(a.out.data) && a.a.strides[0] % 8 == 0 &&
+      a.b.strides[0] % 8 == 0 && a.out.strides[0] % 8 == 0) {
+    const int64_t chunks = cols / 8;
+    addBf16Kernel<<<gridFor(rows * chunks, kThreads, int64_t(ctx.smCount) * 16),
+                    kThreads, 0, stream>>>(
+        static_cast<const uint16_t *>(a.a.data), a.a.strides[0],
+        static_cast<const uint16_t *>(a.b.data), a.b.strides[0],
+        static_cast<uint16_t *>(a.out.data), a.out.strides[0], rows, chunks);
+    MLART_CUDA_CHECK_LAUNCH("addBf16Kernel");
+    return Status::success();
+  }
   addKernel<<<gridFor(rows * cols, kThreads, int64_t(ctx.smCount) * 32),
               kThreads, 0, stream>>>(t2(a.a), t2(a.b), t2(a.out), rows, cols);
   MLART_CUDA_CHECK_LAUNCH("addKernel");
@@ -164,6 +284,23 @@ Status rmsNorm(CudaContext &ctx, const RmsNormArgs &a, cudaStream_t stream) {
     return Status::success();
   if (tokens > INT_MAX)
     return invalidArgument("rmsNorm: too many rows");
+  if (a.x.dtype == DType::BF16 && a.weight.dtype == DType::BF16 &&
+      a.out.dtype == DType::BF16 && dim % 8 == 0 && dim > 0 &&
+      dim <= int64_t(kThreads) * 8 * kNormChunks && a.x.strides[1] == 1 &&
+      a.out.strides[1] == 1 && a.weight.strides[0] == 1 && al16(a.x.data) &&
+      al16(a.out.data) && al16(a.weight.data) && a.x.strides[0] % 8 == 0 &&
+      a.out.strides[0] % 8 == 0) {
+    const int chunks = int(dim / 8);
+    // Fewer threads for short rows: at least one chunk per thread.
+    const int threads = std::min(kThreads, std::max(32, (chunks + 31) / 32 * 32));
+    rmsNormBf16Kernel<<<unsigned(tokens), threads, 0, stream>>>(
+        static_cast<const uint16_t *>(a.x.data), a.x.strides[0],
+        static_cast<const uint16_t *>(a.weight.data),
+        static_cast<uint16_t *>(a.out.data), a.out.strides[0], chunks,
+        a.epsilon);
+    MLART_CUDA_CHECK_LAUNCH("rmsNormBf16Kernel");
+    return Status::success();
+  }
   rmsNormKernel<<<unsigned(tokens), kThreads, 0, stream>>>(
       t2(a.x), a.weight.data, int(a.weight.dtype), a.weight.strides[0],
       t2(a.out), dim, a.epsilon);
@@ -177,6 +314,27 @@ Status qConcat(CudaContext &ctx, const QConcatArgs &args, cudaStream_t stream) {
   const int64_t n = o.sizes[0] * o.sizes[1] * o.sizes[2];
   if (n == 0)
     return Status::success();
+  const int es = int(dtypeSize(o.dtype));
+  const int per = 16 / std::max(es, 1); // elements per 16-byte unit
+  auto vecOk = [&](const TensorRef &t) {
+    return t.dtype == o.dtype && al16(t.data) && t.strides[2] == 1 &&
+           t.strides[0] % per == 0 && t.strides[1] % per == 0 &&
+           t.sizes[2] % per == 0;
+  };
+  if ((es == 2 || es == 4) && vecOk(a) && vecOk(b) && vecOk(o) &&
+      a.sizes[1] <= INT_MAX && a.sizes[2] / per + b.sizes[2] / per <= INT_MAX) {
+    const int ua = int(a.sizes[2] / per), ub = int(b.sizes[2] / per);
+    const int64_t units = o.sizes[0] * o.sizes[1] * (ua + ub);
+    qConcatVecKernel<<<gridFor(units, kThreads, int64_t(ctx.smCount) * 16),
+                       kThreads, 0, stream>>>(
+        static_cast<const uint4 *>(a.data), a.strides[0] / per,
+        a.strides[1] / per, static_cast<const uint4 *>(b.data),
+        b.strides[0] / per, b.strides[1] / per, static_cast<uint4 *>(o.data),
+        o.strides[0] / per, o.strides[1] / per, int(a.sizes[1]), ua, ub,
+        units);
+    MLART_CUDA_CHECK_LAUNCH("qConcatVecKernel");
+    return Status::success();
+  }
   qConcatKernel<<<gridFor(n, kThreads, int64_t(ctx.smCount) * 32), kThreads, 0,
                   stream>>>(t3(a), t3(b), t3(o), a.sizes[0], a.sizes[1],
                             a.sizes[2], b.sizes[2]);

@@ -228,7 +228,10 @@ TEST(CudaRopeCacheUpdate, MatchesCpuBitForBit) {
     RopeStyle style;
   };
   for (C c : {C{CacheLayout::Plain, 7, 7, 16, RopeStyle::NeoX},
+              C{CacheLayout::Plain, 64, 64, 16, RopeStyle::GptJ}, // the V2-Lite step
+              C{CacheLayout::Plain, 1, 1, 128, RopeStyle::NeoX},
               C{CacheLayout::Plain, 256, 200, 128, RopeStyle::GptJ},
+              C{CacheLayout::Plain, 2100, 2000, 8, RopeStyle::GptJ},
               C{CacheLayout::Plain, 1500, 1500, 16, RopeStyle::NeoX},
               C{CacheLayout::Fp8PerTensor, 40, 40, 16, RopeStyle::NeoX},
               C{CacheLayout::Fp8DsMla, 64, 60, 8, RopeStyle::GptJ}}) {
@@ -260,6 +263,60 @@ TEST(CudaRopeCacheUpdate, MatchesCpuBitForBit) {
     EXPECT_TRUE(q.down(dev) == q.host) << "q_pe, T=" << c.T;
     EXPECT_TRUE(kOut.down(dev) == kOut.host) << "k_pe_out, T=" << c.T;
   }
+}
+
+// The q_pe rotation issues its loads before the validation vote: a bad
+// position (or slot) must still leave q_pe, k_pe and the cache untouched,
+// for small (voted) and large (pre-validated) calls; also with a cos/sin
+// table whose row stride rules out float4 loads.
+TEST(CudaRopeCacheUpdate, BadPositionOrSlotWritesNothing) {
+  REQUIRE_GPU();
+  for (int64_t T : {9, 64, 1300})
+    for (int bad : {0, 1}) {
+      Cache cache(dev, CacheLayout::Plain, DType::BF16, 128, 32);
+      Arr kv = randomArr(dev, DType::BF16, {T, 512});
+      Arr kp = randomArr(dev, DType::BF16, {T, 64});
+      Arr q = randomArr(dev, DType::BF16, {T, 16, 64});
+      Arr csWide = randomArr(dev, DType::F32, {200, 66});
+      TensorRef cs = csWide.d();
+      cs.sizes[1] = 64; // row stride 66: scalar cos/sin loads
+      std::vector<int64_t> p(static_cast<size_t>(T));
+      for (auto &v : p)
+        v = int64_t(rng()() % 200);
+      auto sl = randomSlots(T, cache.desc.numSlots());
+      if (bad == 0)
+        p[size_t(T / 2)] = 200 + 1000000; // far out of range
+      else
+        sl[size_t(T / 3)] = cache.desc.numSlots();
+      Arr pos(dev, DType::I64, {T});
+      pos.setI64(p);
+      pos.up(dev);
+      Arr slots = slotArr(dev, sl, true);
+      RopeCacheUpdateArgs g{kv.d(), kp.d(), slots.d(), cache.d(), pos.d(), cs,
+                            RopeStyle::GptJ, q.d(), TensorRef()};
+      Status s = dev->kernels().ropeCacheUpdate(g, nullptr);
+      EXPECT_EQ(s.code(), StatusCode::OutOfRange) << s.message();
+      EXPECT_TRUE(cache.bytes.down(dev) == cache.bytes.host) << "cache, T=" << T;
+      EXPECT_TRUE(kp.down(dev) == kp.host) << "k_pe, T=" << T;
+      EXPECT_TRUE(q.down(dev) == q.host) << "q_pe, T=" << T;
+      // With the bad entry fixed, the same call matches the CPU bit for bit.
+      p[size_t(T / 2)] = 3;
+      sl[size_t(T / 3)] = -1;
+      pos.setI64(p);
+      pos.up(dev);
+      Arr okSlots = slotArr(dev, sl, true);
+      TensorRef csH = csWide.h();
+      csH.sizes[1] = 64;
+      RopeCacheUpdateArgs h{kv.h(), kp.h(), okSlots.h(), cache.h(), pos.h(), csH,
+                            RopeStyle::GptJ, q.h(), TensorRef()};
+      g.slotMapping = okSlots.d();
+      ASSERT_TRUE(cpu().ropeCacheUpdate(h, nullptr).ok());
+      s = dev->kernels().ropeCacheUpdate(g, nullptr);
+      ASSERT_TRUE(s.ok()) << s.message();
+      EXPECT_TRUE(cache.bytes.down(dev) == cache.bytes.host) << "cache, T=" << T;
+      EXPECT_TRUE(kp.down(dev) == kp.host) << "k_pe, T=" << T;
+      EXPECT_TRUE(q.down(dev) == q.host) << "q_pe, T=" << T;
+    }
 }
 
 // --- Decode attention. -------------------------------------------------------
@@ -449,6 +506,42 @@ TEST(CudaPrefill, MatchesCpuWithAndWithoutContext) {
 }
 
 // --- Small kernels. ----------------------------------------------------------
+// Shapes for the 16-byte bf16 paths (the V2-Lite step's) and for their
+// fallbacks (widths not a multiple of 8, rows too long for registers).
+TEST(CudaSmallKernels, VectorAndFallbackPaths) {
+  REQUIRE_GPU();
+  for (int64_t dim : {2048, 512, 8, 13, 4104, 8200}) {
+    const int64_t rows = dim > 4096 ? 3 : 64;
+    Arr x = randomArr(dev, DType::BF16, {rows, dim}, -2, 2);
+    Arr w = randomArr(dev, DType::BF16, {dim}, 0.5f, 1.5f);
+    Arr o(dev, DType::BF16, {rows, dim});
+    o.poison();
+    o.up(dev);
+    ASSERT_TRUE(cpu().rmsNorm({x.h(), w.h(), 1e-6f, o.h()}, nullptr).ok());
+    ASSERT_TRUE(dev->kernels().rmsNorm({x.d(), w.d(), 1e-6f, o.d()}, nullptr).ok());
+    EXPECT_LT(relErr(o, o.down(dev)), 8e-3) << "rmsNorm dim " << dim;
+    Arr y = randomArr(dev, DType::BF16, {rows, dim});
+    Arr s(dev, DType::BF16, {rows, dim});
+    s.poison();
+    s.up(dev);
+    ASSERT_TRUE(cpu().add({x.h(), y.h(), s.h()}, nullptr).ok());
+    ASSERT_TRUE(dev->kernels().add({x.d(), y.d(), s.d()}, nullptr).ok());
+    EXPECT_TRUE(s.down(dev) == s.host) << "add dim " << dim;
+  }
+  struct QC { DType t; int64_t B, H, La, Lb; };
+  for (QC c : {QC{DType::BF16, 64, 16, 512, 64}, QC{DType::F32, 5, 3, 512, 64},
+               QC{DType::BF16, 7, 5, 12, 4}, QC{DType::F16, 3, 2, 16, 8}}) {
+    Arr a = randomArr(dev, c.t, {c.B, c.H, c.La});
+    Arr b = randomArr(dev, c.t, {c.B, c.H, c.Lb});
+    Arr o(dev, c.t, {c.B, c.H, c.La + c.Lb});
+    o.poison();
+    o.up(dev);
+    ASSERT_TRUE(cpu().qConcat({a.h(), b.h(), o.h()}, nullptr).ok());
+    ASSERT_TRUE(dev->kernels().qConcat({a.d(), b.d(), o.d()}, nullptr).ok());
+    EXPECT_TRUE(o.down(dev) == o.host) << "qConcat La " << c.La << " Lb " << c.Lb;
+  }
+}
+
 TEST(CudaSmallKernels, RmsNormAddConcatQuantize) {
   REQUIRE_GPU();
   for (DType t : {DType::BF16, DType::F32}) {
