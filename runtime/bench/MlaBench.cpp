@@ -1,6 +1,7 @@
 //===- MlaBench.cpp - mla-bench: CUDA kernels against measured ceilings ---===//
 //
-// Usage: mla-bench [out.json] [--quick]
+// Usage: mla-bench [out.json] [--quick] [--decode-only] [--decode-h=H]
+//                  [--no-ceilings]
 // Times every kernel with CUDA events (warm-up, then the median of many
 // individually bracketed calls), and measures in the same run the two
 // ceilings: a large device-to-device copy (bytes read + written) and a cuBLAS
@@ -159,12 +160,17 @@ TensorRef ten(void *p, DType t, std::initializer_list<int64_t> s) {
 
 int main(int argc, char **argv) {
   std::string jsonPath = "mla-bench.json";
-  bool quick = false, decodeOnly = false;
+  bool quick = false, decodeOnly = false, noCeilings = false;
+  int decodeH = 0;
   for (int i = 1; i < argc; ++i) {
     if (std::string(argv[i]) == "--quick")
       quick = true;
     else if (std::string(argv[i]) == "--decode-only")
       decodeOnly = true;
+    else if (std::string(argv[i]).rfind("--decode-h=", 0) == 0)
+      decodeH = std::atoi(argv[i] + 11); // only this head count
+    else if (std::string(argv[i]) == "--no-ceilings")
+      noCeilings = true;
     else
       jsonPath = argv[i];
   }
@@ -189,7 +195,7 @@ int main(int argc, char **argv) {
   std::printf("| kernel             | shape                |        us |   us/call |     GB/s | TFLOP/s | %% copy | %% gemm |\n"
               "|---|---|---:|---:|---:|---:|---:|---:|\n");
   // Ceilings.
-  {
+  if (!noCeilings) {
     const size_t n = size_t(2) << 30;
     Buffer a = randomBf16(n / 2, rng), b = alloc(n);
     double ms = timeMs([&] {
@@ -198,7 +204,7 @@ int main(int argc, char **argv) {
     copyGBs = 2.0 * double(n) / ms / 1e6;
     add("ceiling:copy", "2 GiB d2d (r+w)", ms, 2.0 * double(n), 0);
   }
-  {
+  if (!noCeilings) {
     const int64_t n = 8192;
     Buffer x = randomBf16(size_t(n * n), rng), w = randomBf16(size_t(n * n), rng),
            o = alloc(size_t(n * n * 2));
@@ -276,6 +282,7 @@ int main(int argc, char **argv) {
   // Decode attention.
   for (int H : {16, 128})
     for (int64_t B : {1, 32, 128})
+      if (!decodeH || decodeH == H)
       for (int64_t L : {1024, 8192}) {
         const int64_t bs = 64, perSeq = L / bs, numBlocks = B * perSeq + 1;
         KVCacheRef cache;

@@ -19,6 +19,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "cuda/CudaCommon.h"
+#include "cuda/DecodeCommon.h"
 #include "cpu/TensorAccess.h"
 
 #include <cmath>
@@ -31,14 +32,6 @@ constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
 
 // --- Shared: paged row decoding. --------------------------------------------
-struct CacheView {
-  const uint8_t *data;
-  int64_t rowBytes, numBlocks;
-  int blockSize, layout, dtype, latent, rope;
-  float scale;
-  const int32_t *table;
-  int64_t tableS0, tableS1, maxBlocks;
-};
 
 __device__ __forceinline__ float decodeVal(const CacheView &c,
                                            const uint8_t *row, int i) {
@@ -81,23 +74,6 @@ constexpr size_t kSmemTc =
     size_t(kHeads * kRowEl + 2 * kTile * kRowEl + kHeads * kPRow) * 2 +
     2 * 4 * kHeads * sizeof(float) + size_t(4 * kHeads * kSRow) * sizeof(float);
 
-struct DecodeParams {
-  CacheView c;
-  const uint16_t *q;
-  int64_t qS0, qS1;
-  void *out;
-  int outType;
-  int64_t oS0, oS1;
-  float *lse;
-  int64_t lS0, lS1;
-  const int32_t *seqLens;
-  int64_t seqStride;
-  float scaleLog2;
-  int heads, splits, bsLog2;
-  float *partOut; // [B, S, H, 512]
-  float *partLse; // [B, S, H]
-  DeviceErrorRecord *rec;
-};
 
 __device__ __forceinline__ uint32_t smemAddr(const void *p) {
   return uint32_t(__cvta_generic_to_shared(p));
@@ -695,9 +671,17 @@ Status decodeAttention(CudaContext &ctx, const DecodeAttentionArgs &a,
   p.rec = ctx.deviceRecord;
   const int64_t maxLen = a.blockTable.sizes[1] * desc.blockSize;
   const int64_t maxTiles = std::max<int64_t>(1, (maxLen + kTile - 1) / kTile);
+  // H a multiple of 64: the many-heads kernel (DecodeManyHeads.cu, wgmma,
+  // 64 heads per CTA); MLART_DECODE_MANY=0 keeps the 16-head kernel.
+  static const bool manyEnabled = [] {
+    const char *v = std::getenv("MLART_DECODE_MANY");
+    return !(v && v[0] == '0');
+  }();
+  const bool many = manyEnabled && H % kManyHeads == 0;
   int splits = a.numSplits > 0
                    ? int(std::min<int64_t>(a.numSplits, maxTiles))
-                   : decodeSplitHeuristic(ctx.smCount, B, H / kHeads, maxLen);
+               : many ? decodeSplitHeuristicMany(ctx.smCount, B, H / kManyHeads, maxLen)
+                      : decodeSplitHeuristic(ctx.smCount, B, H / kHeads, maxLen);
   p.splits = splits;
   p.partOut = nullptr;
   p.partLse = nullptr;
@@ -711,6 +695,9 @@ Status decodeAttention(CudaContext &ctx, const DecodeAttentionArgs &a,
     p.partLse = reinterpret_cast<float *>(static_cast<uint8_t *>(work) +
                                           outBytes);
   }
+  if (many) {
+    MLART_RETURN_IF_ERROR(launchDecodeManyHeads(p, B, stream));
+  } else {
   // MLART_DECODE_VARIANT=0 selects the first tensor-core variant (S split
   // by tokens); the default splits S by the reduction dimension.
   static const bool splitK = [] {
@@ -725,6 +712,7 @@ Status decodeAttention(CudaContext &ctx, const DecodeAttentionArgs &a,
   kernel<<<dim3(unsigned(splits), unsigned(B), unsigned(H / kHeads)),
            kThreadsTc, kSmemTc, stream>>>(p);
   MLART_CUDA_CHECK_LAUNCH("decodeTcKernel");
+  }
   if (splits > 1) {
     combineKernel<<<dim3(unsigned(H), unsigned(B)), 128, 0, stream>>>(p, kDv);
     MLART_CUDA_CHECK_LAUNCH("combineKernel");
