@@ -1,7 +1,7 @@
 //===- MlaBench.cpp - mla-bench: CUDA kernels against measured ceilings ---===//
 //
 // Usage: mla-bench [out.json] [--quick] [--decode-only] [--decode-h=H]
-//                  [--no-ceilings]
+//                  [--decode-b=B] [--decode-l=L] [--no-ceilings]
 // Times every kernel with CUDA events (warm-up, then the median of many
 // individually bracketed calls), and measures in the same run the two
 // ceilings: a large device-to-device copy (bytes read + written) and a cuBLAS
@@ -161,7 +161,8 @@ TensorRef ten(void *p, DType t, std::initializer_list<int64_t> s) {
 int main(int argc, char **argv) {
   std::string jsonPath = "mla-bench.json";
   bool quick = false, decodeOnly = false, noCeilings = false;
-  int decodeH = 0;
+  int decodeH = 0, decodeB = 0;
+  int64_t decodeL = 0;
   for (int i = 1; i < argc; ++i) {
     if (std::string(argv[i]) == "--quick")
       quick = true;
@@ -169,6 +170,10 @@ int main(int argc, char **argv) {
       decodeOnly = true;
     else if (std::string(argv[i]).rfind("--decode-h=", 0) == 0)
       decodeH = std::atoi(argv[i] + 11); // only this head count
+    else if (std::string(argv[i]).rfind("--decode-b=", 0) == 0)
+      decodeB = std::atoi(argv[i] + 11); // only this batch
+    else if (std::string(argv[i]).rfind("--decode-l=", 0) == 0)
+      decodeL = std::atoll(argv[i] + 11); // only this length (any value)
     else if (std::string(argv[i]) == "--no-ceilings")
       noCeilings = true;
     else
@@ -282,8 +287,9 @@ int main(int argc, char **argv) {
   // Decode attention.
   for (int H : {16, 128})
     for (int64_t B : {1, 32, 128})
-      if (!decodeH || decodeH == H)
-      for (int64_t L : {1024, 8192}) {
+      if ((!decodeH || decodeH == H) && (!decodeB || decodeB == B))
+      for (int64_t L : decodeL ? std::vector<int64_t>{decodeL}
+                               : std::vector<int64_t>{1024, 8192}) {
         const int64_t bs = 64, perSeq = L / bs, numBlocks = B * perSeq + 1;
         KVCacheRef cache;
         cache.desc.numBlocks = numBlocks;

@@ -27,6 +27,7 @@
 #include "cuda/DecodeCommon.h"
 
 #include <algorithm>
+#include <cstdlib>
 
 namespace mlart::cuda {
 namespace {
@@ -96,6 +97,23 @@ __device__ __forceinline__ void wgmmaS(float (&d)[16], uint64_t da,
       : "l"(da), "l"(db), "r"(1));
 }
 
+__device__ __forceinline__ void wgmmaS64(float (&d)[32], uint64_t da,
+                                         uint64_t db) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
+      "%32, %33, p, 1, 1, 0, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]),
+        "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]),
+        "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]),
+        "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]),
+        "+f"(d[30]), "+f"(d[31])
+      : "l"(da), "l"(db), "r"(1));
+}
+
 __device__ __forceinline__ void wgmmaPV(float (&d)[128], uint64_t da,
                                         uint64_t db) {
   asm volatile(
@@ -135,6 +153,11 @@ __device__ __forceinline__ void wgmmaPV(float (&d)[128], uint64_t da,
       : "l"(da), "l"(db), "r"(1));
 }
 
+/// kVariant (timing experiments, MLART_DECODE_MANY=2..5): 1 = the kernel;
+/// 2 = no KV copies after the first two tiles; 3 = no S wgmma; 4 = no PV
+/// wgmma; 5 = neither wgmma; 6 = S computed by warpgroup 0 alone (N = 64).
+/// Variants 1 and 6 compute attention.
+template <int kVariant>
 __global__ void __launch_bounds__(kThreads, 1)
     decodeManyHeadsKernel(DecodeParams p) {
   extern __shared__ __align__(1024) uint8_t smemRaw[];
@@ -145,14 +168,16 @@ __global__ void __launch_bounds__(kThreads, 1)
   float *redMax = reinterpret_cast<float *>(sm + kOffRed); // [2 wg][64 rows]
   float *redSum = redMax + 128;                             // [2 wg][64 rows]
 
-  const int split = blockIdx.x, b = blockIdx.y, h0 = blockIdx.z * kManyHeads;
+  // Head groups fastest: the CTAs sharing a sequence's KV run together and
+  // the second read of each tile hits L2.
+  const int h0 = blockIdx.x * kManyHeads, split = blockIdx.y, b = blockIdx.z;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int wg = tid >> 7, wl = warp & 3;
   const int g = lane >> 2, q4 = lane & 3;
 
   int len = p.seqLens[b * p.seqStride];
   if (len < 0 || int64_t(len) > p.c.maxBlocks * p.c.blockSize) {
-    if (tid == 0 && blockIdx.x == 0 && blockIdx.z == 0)
+    if (tid == 0 && blockIdx.x == 0 && blockIdx.y == 0)
       atomicMin(&p.rec->badSeqIndex, b);
     len = 0;
   }
@@ -165,12 +190,19 @@ __global__ void __launch_bounds__(kThreads, 1)
   // row (shifts: power-of-two block size), the pointers are broadcast, and
   // the warp's 8 x 72 16-byte units go out 18 per lane, consecutive lanes
   // on consecutive bytes of a row (coalesced), into the swizzled layout.
-  auto loadTile = [&](int tile, uint32_t dstBase) {
+  // The block ids are loaded one tile ahead (fetchId), so the copies of a
+  // tile never wait on the block table.
+  constexpr int64_t kNoRow = INT64_MIN;
+  auto fetchId = [&](int tile) -> int64_t {
+    const int pos = tile * kTile + warp * 8 + (lane & 7);
+    return pos < len ? int64_t(p.c.table[b * p.c.tableS0 +
+                                         int64_t(pos >> p.bsLog2) * p.c.tableS1])
+                     : kNoRow;
+  };
+  auto loadTile = [&](int tile, uint32_t dstBase, int64_t id) {
     const int pos = tile * kTile + warp * 8 + (lane & 7);
     const uint8_t *myRow = nullptr;
-    if (pos < len) {
-      const int64_t id =
-          p.c.table[b * p.c.tableS0 + int64_t(pos >> p.bsLog2) * p.c.tableS1];
+    if (id != kNoRow) {
       if (id >= 0 && id < p.c.numBlocks)
         myRow = p.c.data + ((id << p.bsLog2) + (pos & (p.c.blockSize - 1))) *
                                int64_t(kD * 2);
@@ -202,9 +234,10 @@ __global__ void __launch_bounds__(kThreads, 1)
                            (uint32_t((u & 7) ^ (h & 7)) << 4);
       cpAsync16(dst, p.q + b * p.qS0 + (h0 + h) * p.qS1 + u * 8, true);
     }
-    loadTile(t0, sBase + kOffK);
+    loadTile(t0, sBase + kOffK, fetchId(t0));
   }
   cpCommit();
+  int64_t idNext = t0 + 1 < t1 ? fetchId(t0 + 1) : kNoRow;
 
   float o[128];
 #pragma unroll
@@ -221,6 +254,96 @@ __global__ void __launch_bounds__(kThreads, 1)
     __syncthreads(); // tile landed; every warpgroup is done with the other buffer
     const uint32_t kb = sBase + kOffK + uint32_t(buf) * kTileBytes;
 
+    if constexpr (kVariant == 6) {
+      // Variant 6: warpgroup 0 computes all of S (m64n64k16, no max
+      // exchange), does the softmax and passes alpha to warpgroup 1.
+      float s6[32];
+      if (wg == 0) {
+#pragma unroll
+        for (int i = 0; i < 32; ++i)
+          s6[i] = 0.0f;
+        fenceRegs(s6);
+        wgArrive();
+        const uint64_t dA = makeDesc(sBase + kOffQ, 16, 1024);
+        const uint64_t dB = makeDesc(kb, 16, 1024);
+#pragma unroll
+        for (int kk = 0; kk < kD / 16; ++kk) {
+          const uint64_t off = ((kk >> 2) * kChunkBytes + (kk & 3) * 32) >> 4;
+          wgmmaS64(s6, dA + off, dB + off);
+        }
+        wgCommit();
+      }
+      if (tile + 1 < t1) {
+        loadTile(tile + 1, sBase + kOffK + uint32_t(buf ^ 1) * kTileBytes, idNext);
+        idNext = tile + 2 < t1 ? fetchId(tile + 2) : kNoRow;
+      }
+      cpCommit();
+      if (wg == 0) {
+        wgWaitAll();
+        fenceRegs(s6);
+        float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+        for (int j = 0; j < 8; ++j)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int pos = tile * kTile + j * 8 + q4 * 2 + (e & 1);
+            const float v = pos < len ? s6[j * 4 + e] * p.scaleLog2 : -INFINITY;
+            s6[j * 4 + e] = v;
+            mx[e >> 1] = fmaxf(mx[e >> 1], v);
+          }
+        float base[2], alpha[2];
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+          mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+          const float mNew = fmaxf(m[r], mx[r]);
+          base[r] = mNew == -INFINITY ? 0.0f : mNew;
+          alpha[r] = m[r] == -INFINITY ? 0.0f : exp2f(m[r] - mNew);
+          m[r] = mNew;
+        }
+        uint8_t *sP = sm + kOffP;
+        float sum[2] = {0.0f, 0.0f};
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+          const float p0 = exp2f(s6[j * 4 + 0] - base[0]);
+          const float p1 = exp2f(s6[j * 4 + 1] - base[0]);
+          const float p2 = exp2f(s6[j * 4 + 2] - base[1]);
+          const float p3 = exp2f(s6[j * 4 + 3] - base[1]);
+          sum[0] += p0 + p1;
+          sum[1] += p2 + p3;
+          const int within = q4 * 4, r1 = r0 + 8;
+          *reinterpret_cast<uint32_t *>(sP + r0 * 128 + ((j ^ (r0 & 7)) << 4) +
+                                        within) = packBf16(p0, p1);
+          *reinterpret_cast<uint32_t *>(sP + r1 * 128 + ((j ^ (r1 & 7)) << 4) +
+                                        within) = packBf16(p2, p3);
+        }
+        l[0] = l[0] * alpha[0] + sum[0];
+        l[1] = l[1] * alpha[1] + sum[1];
+        if (q4 == 0) {
+          redMax[r0] = alpha[0];
+          redMax[r0 + 8] = alpha[1];
+        }
+#pragma unroll
+        for (int j = 0; j < 32; ++j) {
+          o[j * 4 + 0] *= alpha[0];
+          o[j * 4 + 1] *= alpha[0];
+          o[j * 4 + 2] *= alpha[1];
+          o[j * 4 + 3] *= alpha[1];
+        }
+        fenceProxyAsync();
+      }
+      __syncthreads(); // P and alpha ready
+      if (wg == 1) {
+        const float a0 = redMax[r0], a1 = redMax[r0 + 8];
+#pragma unroll
+        for (int j = 0; j < 32; ++j) {
+          o[j * 4 + 0] *= a0;
+          o[j * 4 + 1] *= a0;
+          o[j * 4 + 2] *= a1;
+          o[j * 4 + 3] *= a1;
+        }
+      }
+    } else {
     // S = Q K^T for this warpgroup's 32 tokens.
     float s[16];
 #pragma unroll
@@ -233,14 +356,18 @@ __global__ void __launch_bounds__(kThreads, 1)
       const uint64_t dB = makeDesc(kb + uint32_t(wg) * 4096u, 16, 1024);
 #pragma unroll
       for (int kk = 0; kk < kD / 16; ++kk) {
+        if (kVariant == 3 || kVariant == 5)
+          break;
         const uint64_t off = ((kk >> 2) * kChunkBytes + (kk & 3) * 32) >> 4;
         wgmmaS(s, dA + off, dB + off);
       }
     }
     wgCommit();
     // The next tile's copies overlap the tensor-core work.
-    if (tile + 1 < t1)
-      loadTile(tile + 1, sBase + kOffK + uint32_t(buf ^ 1) * kTileBytes);
+    if (tile + 1 < t1 && (kVariant != 2 || tile == t0)) {
+      loadTile(tile + 1, sBase + kOffK + uint32_t(buf ^ 1) * kTileBytes, idNext);
+      idNext = tile + 2 < t1 ? fetchId(tile + 2) : kNoRow;
+    }
     cpCommit();
     wgWaitAll();
     fenceRegs(s);
@@ -307,6 +434,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
     fenceProxyAsync();
     __syncthreads(); // P complete (both halves)
+    }
 
     // O[:, 256wg..] += P V.
     fenceRegs(o);
@@ -317,7 +445,8 @@ __global__ void __launch_bounds__(kThreads, 1)
           makeDesc(kb + uint32_t(wg) * 4u * kChunkBytes, kChunkBytes, 1024);
 #pragma unroll
       for (int kk = 0; kk < kTile / 16; ++kk)
-        wgmmaPV(o, dA + ((kk * 32) >> 4), dB + ((kk * 2048) >> 4));
+        if (kVariant != 4 && kVariant != 5)
+          wgmmaPV(o, dA + ((kk * 32) >> 4), dB + ((kk * 2048) >> 4));
     }
     wgCommit();
     wgWaitAll();
@@ -332,10 +461,18 @@ __global__ void __launch_bounds__(kThreads, 1)
     l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
   }
   if (q4 == 0) {
-    redSum[wg * 64 + r0] = l[0];
-    redSum[wg * 64 + r0 + 8] = l[1];
+    redSum[wg * 64 + r0] = kVariant == 6 && wg == 1 ? 0.0f : l[0];
+    redSum[wg * 64 + r0 + 8] = kVariant == 6 && wg == 1 ? 0.0f : l[1];
+    if (kVariant == 6 && wg == 0) {
+      redMax[64 + r0] = m[0];
+      redMax[64 + r0 + 8] = m[1];
+    }
   }
   __syncthreads();
+  if (kVariant == 6) {
+    m[0] = redMax[64 + r0];
+    m[1] = redMax[64 + r0 + 8];
+  }
   float inv[2], lseV[2];
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
@@ -390,16 +527,24 @@ __global__ void __launch_bounds__(kThreads, 1)
 
 int decodeSplitHeuristicMany(int smCount, int64_t batch, int64_t headGroups,
                              int64_t maxLen) {
-  // One CTA per SM. Cost of s splits ~ waves(s) * tiles per split, plus
-  // about two tiles' worth for the partial write and the combine launch.
+  // One CTA per SM. Estimated time (us) of s splits: waves(s) x (tiles per
+  // split x ~4 us + ~6 us of per-CTA prologue/epilogue; measured on the
+  // H200, 2026-12-02), plus for s > 1
+  // the f32 partials (written and read back by the combine: 4 KB per head
+  // and split) at ~3 TB/s and ~5 us for the combine launch. (A model that
+  // ignored the partial traffic picked s = 64 at B = 128, L = 8192: 2.1 GB
+  // of partials, 2.7 ms instead of ~1.)
   const int64_t base = std::max<int64_t>(1, batch * headGroups);
   const int64_t tiles = std::max<int64_t>(1, (maxLen + kTile - 1) / kTile);
   const int64_t sms = std::max(1, smCount);
-  int64_t best = 1, bestCost = INT64_MAX;
+  int64_t best = 1;
+  double bestCost = 1e30;
   const int64_t maxS = std::min<int64_t>(128, std::max<int64_t>(1, tiles / 2));
   for (int64_t s = 1; s <= maxS; ++s) {
-    const int64_t waves = (base * s + sms - 1) / sms;
-    const int64_t cost = waves * ((tiles + s - 1) / s) + (s > 1 ? 2 : 0);
+    const double waves = double((base * s + sms - 1) / sms);
+    double cost = waves * (double((tiles + s - 1) / s) * 4.0 + 6.0);
+    if (s > 1)
+      cost += 5.0 + double(base * kManyHeads * s) * 4096.0 / 3e6;
     if (cost < bestCost) {
       bestCost = cost;
       best = s;
@@ -410,13 +555,24 @@ int decodeSplitHeuristicMany(int smCount, int64_t batch, int64_t headGroups,
 
 Status launchDecodeManyHeads(const DecodeParams &p, int64_t batch,
                              cudaStream_t stream) {
-  MLART_CUDA_CHECK(cudaFuncSetAttribute(decodeManyHeadsKernel,
+  // MLART_DECODE_MANY=2..5 selects a timing variant (see the kernel).
+  static const int variant = [] {
+    const char *v = std::getenv("MLART_DECODE_MANY");
+    return v && v[0] >= '2' && v[0] <= '6' ? v[0] - '0' : 1;
+  }();
+  auto kernel = variant == 2   ? decodeManyHeadsKernel<2>
+                : variant == 3 ? decodeManyHeadsKernel<3>
+                : variant == 4 ? decodeManyHeadsKernel<4>
+                : variant == 5 ? decodeManyHeadsKernel<5>
+                : variant == 6 ? decodeManyHeadsKernel<6>
+                               : decodeManyHeadsKernel<1>;
+  MLART_CUDA_CHECK(cudaFuncSetAttribute(kernel,
                                         cudaFuncAttributeMaxDynamicSharedMemorySize,
                                         int(kSmem)),
                    "cudaFuncSetAttribute(decodeManyHeadsKernel)");
-  decodeManyHeadsKernel<<<dim3(unsigned(p.splits), unsigned(batch),
-                               unsigned(p.heads / kManyHeads)),
-                          kThreads, kSmem, stream>>>(p);
+  kernel<<<dim3(unsigned(p.heads / kManyHeads), unsigned(p.splits),
+                unsigned(batch)),
+           kThreads, kSmem, stream>>>(p);
   MLART_CUDA_CHECK_LAUNCH("decodeManyHeadsKernel");
   return Status::success();
 }
