@@ -43,7 +43,7 @@ struct DecodeParams {
 constexpr int kManyHeads = 64;
 
 /// Launches the many-heads decode kernel (bf16, latent 512 + rope 64, H a
-/// multiple of 64, power-of-two block size) over a (splits, B, H/64) grid.
+/// multiple of 64, power-of-two block size) over a (H/64, splits, B) grid.
 /// With p.splits > 1 it writes partials that the caller combines.
 Status launchDecodeManyHeads(const DecodeParams &p, int64_t batch,
                              cudaStream_t stream);

@@ -269,7 +269,7 @@ struct DecodeCase {
   DType cacheType, qType;
   int numSplits;
   int64_t maxLen;
-  bool edgeLens = false; // lengths 0, 1, 63, 64, 65, 127, 129, ... per sequence
+  int64_t edgeLens = 0; // 1: lengths 0, 1, 63, 64, 65, 127, 129, ... (int64: no padding bytes in the printed test name)
 };
 
 class CudaDecode : public ::testing::TestWithParam<DecodeCase> {};
@@ -362,9 +362,9 @@ INSTANTIATE_TEST_SUITE_P(
         DecodeCase{2, 128, 64, CacheLayout::Plain, DType::BF16, DType::BF16, 0, 2048},
         DecodeCase{3, 128, 16, CacheLayout::Plain, DType::BF16, DType::BF16, 2, 200},
         // H a multiple of 64: the many-heads (wgmma) kernel.
-        DecodeCase{9, 64, 64, CacheLayout::Plain, DType::BF16, DType::BF16, 0, 200, true},
-        DecodeCase{9, 128, 64, CacheLayout::Plain, DType::BF16, DType::BF16, 1, 130, true},
-        DecodeCase{7, 64, 32, CacheLayout::Plain, DType::BF16, DType::BF16, 3, 300, true},
+        DecodeCase{9, 64, 64, CacheLayout::Plain, DType::BF16, DType::BF16, 0, 200, 1},
+        DecodeCase{9, 128, 64, CacheLayout::Plain, DType::BF16, DType::BF16, 1, 130, 1},
+        DecodeCase{7, 64, 32, CacheLayout::Plain, DType::BF16, DType::BF16, 3, 300, 1},
         DecodeCase{5, 128, 16, CacheLayout::Plain, DType::BF16, DType::BF16, 0, 777},
         DecodeCase{1, 64, 64, CacheLayout::Plain, DType::BF16, DType::BF16, 5, 4001},
         DecodeCase{3, 192, 64, CacheLayout::Plain, DType::BF16, DType::BF16, 0, 1500},
