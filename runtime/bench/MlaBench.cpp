@@ -1,6 +1,8 @@
 //===- MlaBench.cpp - mla-bench: CUDA kernels against measured ceilings ---===//
 //
-// Usage: mla-bench [out.json] [--quick] [--decode-only] [--no-h128] [--cache-only]
+// Usage: mla-bench [out.json] [--quick] [--decode-only] [--no-h128]
+//                  [--cache-only] [--decode-h=H] [--decode-b=B] [--decode-l=L]
+//                  [--no-ceilings]
 // Times every kernel with CUDA events (warm-up, then the median of many
 // individually bracketed calls), and measures in the same run the two
 // ceilings: a large device-to-device copy (bytes read + written) and a cuBLAS
@@ -160,6 +162,9 @@ TensorRef ten(void *p, DType t, std::initializer_list<int64_t> s) {
 int main(int argc, char **argv) {
   std::string jsonPath = "mla-bench.json";
   bool quick = false, decodeOnly = false, noH128 = false, cacheOnly = false;
+  bool noCeilings = false;
+  int decodeH = 0, decodeB = 0;
+  int64_t decodeL = 0;
   for (int i = 1; i < argc; ++i) {
     if (std::string(argv[i]) == "--quick")
       quick = true;
@@ -169,6 +174,14 @@ int main(int argc, char **argv) {
       noH128 = true;
     else if (std::string(argv[i]) == "--cache-only")
       cacheOnly = true;
+    else if (std::string(argv[i]).rfind("--decode-h=", 0) == 0)
+      decodeH = std::atoi(argv[i] + 11); // only this head count
+    else if (std::string(argv[i]).rfind("--decode-b=", 0) == 0)
+      decodeB = std::atoi(argv[i] + 11); // only this batch
+    else if (std::string(argv[i]).rfind("--decode-l=", 0) == 0)
+      decodeL = std::atoll(argv[i] + 11); // only this length (any value)
+    else if (std::string(argv[i]) == "--no-ceilings")
+      noCeilings = true;
     else
       jsonPath = argv[i];
   }
@@ -193,7 +206,7 @@ int main(int argc, char **argv) {
   std::printf("| kernel             | shape                |        us |   us/call |     GB/s | TFLOP/s | %% copy | %% gemm |\n"
               "|---|---|---:|---:|---:|---:|---:|---:|\n");
   // Ceilings.
-  {
+  if (!noCeilings) {
     const size_t n = size_t(2) << 30;
     Buffer a = randomBf16(n / 2, rng), b = alloc(n);
     double ms = timeMs([&] {
@@ -202,7 +215,7 @@ int main(int argc, char **argv) {
     copyGBs = 2.0 * double(n) / ms / 1e6;
     add("ceiling:copy", "2 GiB d2d (r+w)", ms, 2.0 * double(n), 0);
   }
-  {
+  if (!noCeilings) {
     const int64_t n = 8192;
     Buffer x = randomBf16(size_t(n * n), rng), w = randomBf16(size_t(n * n), rng),
            o = alloc(size_t(n * n * 2));
@@ -397,7 +410,9 @@ int main(int argc, char **argv) {
   for (int H : {16, 128})
     if (!cacheOnly)
     for (int64_t B : {1, 32, 128})
-      for (int64_t L : {1024, 8192}) {
+      if ((!decodeH || decodeH == H) && (!decodeB || decodeB == B))
+      for (int64_t L : decodeL ? std::vector<int64_t>{decodeL}
+                               : std::vector<int64_t>{1024, 8192}) {
         if (noH128 && H == 128 && B * L > 32 * 1024)
           continue;
         const int64_t bs = 64, perSeq = L / bs, numBlocks = B * perSeq + 1;

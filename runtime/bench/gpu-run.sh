@@ -12,6 +12,7 @@ echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
 timeout ${T_TESTS:-150} ./mlart-cuda-tests > $OUT/tests.log 2>&1; echo "tests rc=$?" | tee $OUT/summary.txt
 grep -E "FAILED|Failure|error|Expected|Which is|expected" $OUT/tests.log | head -40
 MLART_DECODE_VARIANT=0 timeout 60 ./mlart-cuda-tests --gtest_filter='*Decode*' > $OUT/tests-v0.log 2>&1; echo "tests (decode variant 0) rc=$?" | tee -a $OUT/summary.txt
+MLART_DECODE_MANY=force timeout 60 ./mlart-cuda-tests --gtest_filter="*Decode*" > $OUT/tests-many.log 2>&1; echo "tests (decode many-heads forced) rc=$?" | tee -a $OUT/summary.txt
 timeout ${T_BENCH:-200} ./mla-bench $OUT/bench.json ${BENCH_ARGS} 2>&1 | tee $OUT/bench.log; echo "bench rc=${PIPESTATUS[0]}" | tee -a $OUT/summary.txt
 MLART_DECODE_VARIANT=0 timeout 90 ./mla-bench $OUT/bench-v0.json --decode-only 2>&1 | tee $OUT/bench-v0.log; echo "bench v0 rc=${PIPESTATUS[0]}" | tee -a $OUT/summary.txt
 if [ -z "$NO_SAN" ]; then

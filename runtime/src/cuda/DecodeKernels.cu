@@ -19,10 +19,12 @@
 //
 //===----------------------------------------------------------------------===//
 #include "cuda/CudaCommon.h"
+#include "cuda/DecodeCommon.h"
 #include "cpu/TensorAccess.h"
 
 #include <cmath>
 #include <cstdlib>
+#include <string>
 
 namespace mlart::cuda {
 namespace {
@@ -31,14 +33,6 @@ constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
 
 // --- Shared: paged row decoding. --------------------------------------------
-struct CacheView {
-  const uint8_t *data;
-  int64_t rowBytes, numBlocks;
-  int blockSize, layout, dtype, latent, rope;
-  float scale;
-  const int32_t *table;
-  int64_t tableS0, tableS1, maxBlocks;
-};
 
 __device__ __forceinline__ float decodeVal(const CacheView &c,
                                            const uint8_t *row, int i) {
@@ -81,23 +75,6 @@ constexpr size_t kSmemTc =
     size_t(kHeads * kRowEl + 2 * kTile * kRowEl + kHeads * kPRow) * 2 +
     2 * 4 * kHeads * sizeof(float) + size_t(4 * kHeads * kSRow) * sizeof(float);
 
-struct DecodeParams {
-  CacheView c;
-  const uint16_t *q;
-  int64_t qS0, qS1;
-  void *out;
-  int outType;
-  int64_t oS0, oS1;
-  float *lse;
-  int64_t lS0, lS1;
-  const int32_t *seqLens;
-  int64_t seqStride;
-  float scaleLog2;
-  int heads, splits, bsLog2;
-  float *partOut; // [B, S, H, 512]
-  float *partLse; // [B, S, H]
-  DeviceErrorRecord *rec;
-};
 
 __device__ __forceinline__ uint32_t smemAddr(const void *p) {
   return uint32_t(__cvta_generic_to_shared(p));
@@ -745,9 +722,28 @@ Status decodeAttention(CudaContext &ctx, const DecodeAttentionArgs &a,
   p.rec = ctx.deviceRecord;
   const int64_t maxLen = a.blockTable.sizes[1] * desc.blockSize;
   const int64_t maxTiles = std::max<int64_t>(1, (maxLen + kTile - 1) / kTile);
+  // H a multiple of 64: the many-heads kernel (DecodeManyHeads.cu, wgmma,
+  // 64 heads per CTA); MLART_DECODE_MANY=0 keeps the 16-head kernel.
+  // MLART_DECODE_MANY=force: whenever H allows (tests).
+  static const int manyMode = [] {
+    const char *v = std::getenv("MLART_DECODE_MANY");
+    if (v && v[0] == '0')
+      return 0;
+    return v && std::string(v) == "force" ? 2 : 1;
+  }();
+  const bool manyEnabled = manyMode != 0;
+  // With few (sequence, 64-head) groups the 16-head kernel keeps more SMs
+  // busy (H=128 B=1: 17 us vs 22 us on the H200).
+  const bool many =
+      manyEnabled && H % kManyHeads == 0 &&
+      (manyMode == 2 || B * (H / kManyHeads) >= kManyMinGroups);
   int splits = a.numSplits > 0
-                   ? int(std::min<int64_t>(std::min<int64_t>(a.numSplits, maxTiles), kMaxSplits))
-                   : decodeSplitHeuristic(ctx.smCount, B, H / kHeads, maxLen);
+                   ? int(std::min<int64_t>(
+                         std::min<int64_t>(a.numSplits, maxTiles), kMaxSplits))
+               : many ? decodeSplitHeuristicMany(ctx.smCount, B,
+                                                 H / kManyHeads, maxLen)
+                      : decodeSplitHeuristic(ctx.smCount, B, H / kHeads,
+                                             maxLen);
   p.splits = splits;
   p.partOut = nullptr;
   p.partLse = nullptr;
@@ -761,6 +757,9 @@ Status decodeAttention(CudaContext &ctx, const DecodeAttentionArgs &a,
     p.partLse = reinterpret_cast<float *>(static_cast<uint8_t *>(work) +
                                           outBytes);
   }
+  if (many) {
+    MLART_RETURN_IF_ERROR(launchDecodeManyHeads(p, B, stream));
+  } else {
   // MLART_DECODE_VARIANT=0 selects the first tensor-core variant (S split
   // by tokens); the default splits S by the reduction dimension.
   static const bool splitK = [] {
@@ -775,6 +774,7 @@ Status decodeAttention(CudaContext &ctx, const DecodeAttentionArgs &a,
   kernel<<<dim3(unsigned(splits), unsigned(B), unsigned(H / kHeads)),
            kThreadsTc, kSmemTc, stream>>>(p);
   MLART_CUDA_CHECK_LAUNCH("decodeTcKernel");
+  }
   if (splits > 1) {
     combineKernel<<<dim3(unsigned(H), unsigned(B)), 128, 0, stream>>>(p, kDv);
     MLART_CUDA_CHECK_LAUNCH("combineKernel");

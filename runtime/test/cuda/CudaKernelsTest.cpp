@@ -326,6 +326,7 @@ struct DecodeCase {
   DType cacheType, qType;
   int numSplits;
   int64_t maxLen;
+  int64_t edgeLens = 0; // 1: lengths 0, 1, 63, 64, 65, 127, 129, ... (int64: no padding bytes in the printed test name)
 };
 
 class CudaDecode : public ::testing::TestWithParam<DecodeCase> {};
@@ -358,6 +359,12 @@ TEST_P(CudaDecode, MatchesCpu) {
   for (int64_t b = 0; b < c.B; ++b) {
     lens[size_t(b)] = b == 0 ? int32_t(c.maxLen)
                              : (b == 1 && c.B > 2 ? 0 : int32_t(rng()() % (c.maxLen + 1)));
+    if (c.edgeLens) {
+      const int64_t edge[] = {c.maxLen, 0, 1, 63, 64, 65, 127, 129, -1};
+      const int64_t e = edge[b % 9];
+      lens[size_t(b)] = e < 0 ? int32_t(rng()() % (c.maxLen + 1))
+                              : int32_t(std::min(e, c.maxLen));
+    }
     for (int64_t j = 0; j < maxBlocks; ++j)
       table[size_t(b * maxBlocks + j)] = ids[size_t(b * maxBlocks + j)];
   }
@@ -411,6 +418,14 @@ INSTANTIATE_TEST_SUITE_P(
         DecodeCase{5, 32, 64, CacheLayout::Plain, DType::BF16, DType::BF16, 3, 777},
         DecodeCase{2, 128, 64, CacheLayout::Plain, DType::BF16, DType::BF16, 0, 2048},
         DecodeCase{3, 128, 16, CacheLayout::Plain, DType::BF16, DType::BF16, 2, 200},
+        // H a multiple of 64: the many-heads (wgmma) kernel.
+        DecodeCase{9, 64, 64, CacheLayout::Plain, DType::BF16, DType::BF16, 0, 200, 1},
+        DecodeCase{9, 128, 64, CacheLayout::Plain, DType::BF16, DType::BF16, 1, 130, 1},
+        DecodeCase{7, 64, 32, CacheLayout::Plain, DType::BF16, DType::BF16, 3, 300, 1},
+        DecodeCase{5, 128, 16, CacheLayout::Plain, DType::BF16, DType::BF16, 0, 777},
+        DecodeCase{1, 64, 64, CacheLayout::Plain, DType::BF16, DType::BF16, 5, 4001},
+        DecodeCase{3, 192, 64, CacheLayout::Plain, DType::BF16, DType::BF16, 0, 1500},
+        DecodeCase{2, 64, 64, CacheLayout::Plain, DType::BF16, DType::F32, 2, 333},
         DecodeCase{3, 5, 16, CacheLayout::Plain, DType::F32, DType::F32, 0, 150},
         DecodeCase{3, 16, 32, CacheLayout::Plain, DType::BF16, DType::F32, 0, 150},
         DecodeCase{2, 3, 16, CacheLayout::Fp8DsMla, DType::BF16, DType::BF16, 0, 100},
@@ -418,18 +433,28 @@ INSTANTIATE_TEST_SUITE_P(
 
 TEST(CudaDecodeErrors, BadSeqLenIsReported) {
   REQUIRE_GPU();
-  Cache cache(dev, CacheLayout::Plain, DType::BF16, 8, 16);
-  Arr tab(dev, DType::I32, {1, 2});
-  tab.setI32({1, 2});
-  tab.up(dev);
-  Arr len(dev, DType::I32, {1});
-  len.setI32({33});
-  len.up(dev);
-  Arr q = randomArr(dev, DType::BF16, {1, 16, 576});
-  Arr out(dev, DType::BF16, {1, 16, 512});
-  Status s = dev->kernels().decodeAttention(
-      {q.d(), cache.d(), tab.d(), len.d(), 0.1f, out.d(), {}, 0}, nullptr);
-  EXPECT_EQ(s.code(), StatusCode::OutOfRange) << s.message();
+  for (int64_t H : {16, 64}) {
+    Cache cache(dev, CacheLayout::Plain, DType::BF16, 8, 16);
+    Arr tab(dev, DType::I32, {1, 2});
+    tab.setI32({1, 2});
+    tab.up(dev);
+    Arr len(dev, DType::I32, {1});
+    len.setI32({33});
+    len.up(dev);
+    Arr q = randomArr(dev, DType::BF16, {1, H, 576});
+    Arr out(dev, DType::BF16, {1, H, 512});
+    Status s = dev->kernels().decodeAttention(
+        {q.d(), cache.d(), tab.d(), len.d(), 0.1f, out.d(), {}, 0}, nullptr);
+    EXPECT_EQ(s.code(), StatusCode::OutOfRange) << "H=" << H << ": " << s.message();
+    // A block id outside the cache is reported too (and never read).
+    tab.setI32({1, 99});
+    tab.up(dev);
+    len.setI32({20});
+    len.up(dev);
+    s = dev->kernels().decodeAttention(
+        {q.d(), cache.d(), tab.d(), len.d(), 0.1f, out.d(), {}, 0}, nullptr);
+    EXPECT_EQ(s.code(), StatusCode::OutOfRange) << "H=" << H << ": " << s.message();
+  }
 }
 
 // --- Prefill. ----------------------------------------------------------------
