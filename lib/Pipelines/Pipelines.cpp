@@ -82,7 +82,13 @@ void buildPipeline(OpPassManager &pm, const PipelineOptions &options,
   pm.addPass(createCSEPass());
   if (options.verify)
     pm.addPass(createMLAVerifyKVOrder());
-  if (options.kernels == KernelSource::Codegen)
+  // Default (auto): generated kernels where they run, i.e. on CUDA; they
+  // measured faster or equal to the library on the H200 (docs/codegen.md).
+  const bool codegen =
+      options.kernels == KernelSource::Codegen ||
+      (options.kernels == KernelSource::Auto &&
+       options.target == PipelineTarget::CudaSm90);
+  if (codegen)
     addCodegenPasses(pm);
 }
 

@@ -3,7 +3,12 @@
 //
 // RUN: mla-opt %s -mla-decode-pipeline='target=cuda-sm90 kernels=codegen' | FileCheck %s --check-prefix=PTX
 // RUN: mla-opt %s -mla-decode-pipeline='target=cuda-sm90 kernels=codegen' | mla-translate --mla-to-artifact-listing | FileCheck %s --check-prefix=ART
-// RUN: mla-opt %s -mla-decode-pipeline='target=cuda-sm90' | FileCheck %s --check-prefix=LIB
+// RUN: mla-opt %s -mla-decode-pipeline='target=cuda-sm90 kernels=library' | FileCheck %s --check-prefix=LIB
+// RUN: mla-opt %s -mla-decode-pipeline | FileCheck %s --check-prefix=LIB
+// The default (kernels=auto) generates kernels for the CUDA target.
+// RUN: mla-opt %s -mla-decode-pipeline='target=cuda-sm90' | FileCheck %s --check-prefix=AUTO
+// AUTO: mla.kernel
+// AUTO: gpu.binary @mla_kernels
 // RUN: not mla-opt %s -mla-decode-pipeline='kernels=fast' 2>&1 | FileCheck %s --check-prefix=BADOPT
 
 // The PTX text: 16-byte global loads and stores, no FMA contraction in the rope,

@@ -464,17 +464,20 @@ void KernelEmitter::emit() {
     ropeItem(arg(1), kpRow, pos, k, add(row, cst(ropeBase)), write);
   }
 
-  // q_pe: the block's tokens x heads x items, strided over its threads.
+  // q_pe: every (token, head, item) of the call, strided over the whole
+  // grid (the runtime launches enough blocks for T x Hq x rope/16 items).
   if (p.q) {
     const int64_t items = p.sig.ropeDim / 16;
     Value perToken = mul(hq, cst(items));
-    Value total = mul(perToken, cst(p.tokensPerBlock));
-    auto loop = scf::ForOp::create(b, tid, total, cst(p.blockThreads()));
+    Value total = mul(perToken, T);
+    Value grid = gpu::GridDimOp::create(b, gpu::Dimension::x);
+    Value first = add(mul(bid, cst(p.blockThreads())), tid);
+    auto loop = scf::ForOp::create(b, first, total,
+                                   mul(grid, cst(p.blockThreads())));
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(loop.getBody());
     Value it = loop.getInductionVar();
-    Value tq = add(mul(bid, cst(p.tokensPerBlock)),
-                   arith::DivUIOp::create(b, it, perToken));
+    Value tq = arith::DivUIOp::create(b, it, perToken);
     Value rem = arith::RemUIOp::create(b, it, perToken);
     Value h = arith::DivUIOp::create(b, rem, cst(items));
     Value g = arith::RemUIOp::create(b, rem, cst(items));

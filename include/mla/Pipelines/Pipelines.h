@@ -19,7 +19,7 @@ namespace mlir::mla {
 enum class PipelineTarget { Cpu, CudaSm90 };
 
 /// Where the cache-write kernels come from (docs/codegen.md).
-enum class KernelSource { Library, Codegen };
+enum class KernelSource { Auto, Library, Codegen };
 
 /// How mla-schedule-kv-updates moves updates, or not at all.
 enum class ScheduleChoice { Early, Late, None };
@@ -64,8 +64,11 @@ struct PipelineOptions : public PassPipelineOptions<PipelineOptions> {
   Option<KernelSource> kernels{
       *this, "kernels",
       llvm::cl::desc("Kernels of the cache writes (docs/codegen.md)"),
-      llvm::cl::init(KernelSource::Library),
+      llvm::cl::init(KernelSource::Auto),
       llvm::cl::values(
+          clEnumValN(KernelSource::Auto, "auto",
+                     "codegen for target=cuda-sm90 (faster or equal on the "
+                     "H200, docs/codegen.md), library for cpu"),
           clEnumValN(KernelSource::Library, "library",
                      "the runtime's hand-written kernels"),
           clEnumValN(KernelSource::Codegen, "codegen",

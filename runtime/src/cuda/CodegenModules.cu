@@ -302,8 +302,16 @@ Status codegenCacheWrite(CudaContext &ctx, CodegenModules &modules,
   }
   for (int64_t &s : scalars)
     params[n++] = &s;
-  const int64_t grid =
-      (tokens + kernel.tokensPerBlock - 1) / kernel.tokensPerBlock;
+  // Enough blocks for the rows, and for the q_pe items, which the kernel
+  // strides over the whole grid (docs/codegen.md).
+  int64_t grid = (tokens + kernel.tokensPerBlock - 1) / kernel.tokensPerBlock;
+  if (q) {
+    const int64_t items = T * a.qPe.sizes[1] * (a.cache.desc.ropeDim / 16);
+    grid = std::max(grid, std::min<int64_t>(
+                              (items + kernel.blockThreads - 1) /
+                                  kernel.blockThreads,
+                              int64_t(ctx.smCount) * 16));
+  }
   MLART_RETURN_IF_ERROR(modules.launch(fn, kernel.name, unsigned(grid),
                                        kernel.blockThreads, params, stream));
   if (!ctx.synchronousChecks)
