@@ -376,7 +376,7 @@ def MLAOutlineCacheKernels : Pass<"mla-outline-cache-kernels",
     the tile amax reduced by `gpu.shuffle xor` and `cvt.rn.satfinite`
     (round to nearest even, saturating, as the library); rope rotates 8
     pairs per thread in f32 without FMA contraction and rounds to bf16
-    once; q_pe is rotated by the same block. Negative slots are skipped;
+    once; q_pe items are strided over the whole grid. Negative slots are skipped;
     slots `>= num_slots` and positions outside the table are skipped and
     the smallest such token index is recorded with an atomic min. The
     argument binding is the runtime's contract (docs/codegen.md).
