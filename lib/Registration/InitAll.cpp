@@ -16,10 +16,12 @@
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/InitAllExtensions.h"
 #include "mlir/InitAllPasses.h"
 #include "mlir/Target/LLVM/NVVM/Target.h"
+#include "mlir/Target/LLVMIR/Dialect/All.h"
 
 void mlir::mla::registerAllDialects(DialectRegistry &registry) {
   registry.insert<mla::MLADialect, arith::ArithDialect,
@@ -27,12 +29,14 @@ void mlir::mla::registerAllDialects(DialectRegistry &registry) {
                   gpu::GPUDialect, LLVM::LLVMDialect, NVVM::NVVMDialect,
                   linalg::LinalgDialect, math::MathDialect,
                   memref::MemRefDialect, scf::SCFDialect,
-                  tensor::TensorDialect>();
+                  tensor::TensorDialect, vector::VectorDialect>();
   // Bufferization, inlining and LLVM-translation interfaces of upstream
   // dialects; without them conversions leave unrealized casts behind.
   mlir::registerAllExtensions(registry);
   // Without it gpu-module-to-binary cannot serialize NVVM targets.
   NVVM::registerNVVMTargetInterfaceExternalModels(registry);
+  // gpu-module-to-binary translates gpu.module + NVVM ops to LLVM IR.
+  registerAllGPUToLLVMIRTranslations(registry);
 }
 
 void mlir::mla::registerAllPasses() {

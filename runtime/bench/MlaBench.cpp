@@ -10,12 +10,14 @@
 // per cached token (bf16) + q + out; FLOPs 2*B*H*L*(576+512).
 //
 //===----------------------------------------------------------------------===//
+#include "mlart/Codegen.h"
 #include "mlart/CudaDevice.h"
 
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstdio>
 #include <cstring>
 #include <functional>
@@ -157,12 +159,127 @@ TensorRef ten(void *p, DType t, std::initializer_list<int64_t> s) {
   return TensorRef::contiguous(p, t, s);
 }
 
+/// Generated (docs/codegen.md) vs library cache-write kernels, side by side,
+/// when MLART_CODEGEN_ARTIFACT names the fixture artifact
+/// (runtime/test/cuda/Inputs/codegen-kernels.mlir compiled by mla-opt +
+/// mla-translate).
+void benchCodegen(CudaDevice &dev, bool quick, std::mt19937 &rng) {
+  const char *path = std::getenv("MLART_CODEGEN_ARTIFACT");
+  if (!path) {
+    std::printf("(codegen rows skipped: MLART_CODEGEN_ARTIFACT is not set)\n");
+    return;
+  }
+  StatusOr<Artifact> art = Artifact::loadFile(path);
+  CHECK(art.status());
+  const KernelLibrary &k = dev.kernels();
+  const int64_t maxT = 65536;
+  auto kernelFor = [&](const CodegenSignature &sig) -> const CodegenKernel * {
+    for (const CodegenKernel &kern : art->kernels())
+      if (kern.name == codegenKernelName(sig))
+        return &kern;
+    std::printf("fixture lacks %s\n", codegenKernelName(sig).c_str());
+    return nullptr;
+  };
+  std::vector<int64_t> perm(static_cast<size_t>(2 * maxT));
+  std::iota(perm.begin(), perm.end(), 0);
+  std::shuffle(perm.begin(), perm.end(), rng);
+  perm.resize(size_t(maxT));
+  Buffer slots = upload(perm);
+  std::vector<int32_t> pos32(static_cast<size_t>(maxT));
+  for (auto &p : pos32)
+    p = int32_t(rng() % 8192);
+  Buffer pos = upload(pos32);
+  std::vector<float> cs(static_cast<size_t>(8192 * 64));
+  for (auto &c : cs)
+    c = float(rng() % 2001) / 1000.0f - 1.0f;
+  Buffer csB = upload(cs);
+  Buffer kv = randomBf16(size_t(maxT * 512), rng);
+  Buffer kp = randomBf16(size_t(maxT * 64), rng);
+  Buffer q = randomBf16(size_t(4096) * 128 * 64, rng);
+  for (CacheLayout layout : {CacheLayout::Plain, CacheLayout::Fp8DsMla}) {
+    KVCacheRef cache;
+    cache.desc.numBlocks = 2 * maxT / 64;
+    cache.desc.blockSize = 64;
+    cache.desc.layout = layout;
+    cache.desc.dtype =
+        layout == CacheLayout::Plain ? DType::BF16 : DType::F8E4M3FN;
+    Buffer cacheBuf = alloc(size_t(cache.desc.totalBytes()));
+    cache.data = cacheBuf.data();
+    const char *lname = layout == CacheLayout::Plain ? "bf16" : "ds_mla";
+    CodegenSignature sig;
+    sig.layout = layout;
+    sig.cacheDType = cache.desc.dtype;
+    sig.latentRank = 512;
+    sig.ropeDim = 64;
+    // Update only.
+    if (const CodegenKernel *kern = kernelFor(sig))
+      for (int64_t T : {1, 16, 256, 4096, 65536}) {
+        RopeCacheUpdateArgs a;
+        a.kvC = ten(kv.data(), DType::BF16, {T, 512});
+        a.kPe = ten(kp.data(), DType::BF16, {T, 64});
+        a.slotMapping = ten(slots.data(), DType::I64, {T});
+        a.cache = cache;
+        const CodegenModule &mod = art->modules()[kern->module];
+        for (int gen = 0; gen < 2; ++gen) {
+          auto fn = [&] {
+            CHECK(gen ? dev.launchCodegenCacheWrite(mod, *kern, a, gStream)
+                      : k.cacheUpdate({a.kvC, a.kPe, a.slotMapping, cache},
+                                      gStream));
+          };
+          double call = timeMs(fn, quick ? 20 : 100);
+          double ms = graphMs(fn);
+          add(std::string("update ") + lname + (gen ? " [gen]" : " [lib]"),
+              "T=" + std::to_string(T), std::isnan(ms) ? call : ms,
+              double(T) * (1152 + double(cache.desc.rowBytes())), 0, call);
+        }
+      }
+    // Fused rope + update with q (NeoX, i32 positions for the plain
+    // fixture kernel; GPT-J for fp8_ds_mla).
+    sig.op = Opcode::RopeCacheUpdate;
+    sig.rotatesQ = true;
+    sig.style = layout == CacheLayout::Plain ? RopeStyle::NeoX : RopeStyle::GptJ;
+    sig.positions = layout == CacheLayout::Plain ? DType::I32 : DType::I64;
+    std::vector<int64_t> pos64(pos32.begin(), pos32.begin() + 4096);
+    Buffer posB64 = upload(pos64);
+    if (const CodegenKernel *kern = kernelFor(sig))
+      for (int Hq : {16, 128})
+        for (int64_t T : {1, 16, 256, 4096}) {
+          RopeCacheUpdateArgs a;
+          a.kvC = ten(kv.data(), DType::BF16, {T, 512});
+          a.kPe = ten(kp.data(), DType::BF16, {T, 64});
+          a.slotMapping = ten(slots.data(), DType::I64, {T});
+          a.cache = cache;
+          a.positions = sig.positions == DType::I32
+                            ? ten(pos.data(), DType::I32, {T})
+                            : ten(posB64.data(), DType::I64, {T});
+          a.cosSin = ten(csB.data(), DType::F32, {8192, 64});
+          a.style = sig.style;
+          a.qPe = ten(q.data(), DType::BF16, {T, Hq, 64});
+          const CodegenModule &mod = art->modules()[kern->module];
+          for (int gen = 0; gen < 2; ++gen) {
+            auto fn = [&] {
+              CHECK(gen ? dev.launchCodegenCacheWrite(mod, *kern, a, gStream)
+                        : k.ropeCacheUpdate(a, gStream));
+            };
+            double call = timeMs(fn, quick ? 20 : 100);
+            double ms = graphMs(fn);
+            add(std::string("rope+upd ") + lname + (gen ? " [gen]" : " [lib]"),
+                "T=" + std::to_string(T) + " Hq=" + std::to_string(Hq),
+                std::isnan(ms) ? call : ms,
+                double(T) * (1152 + 128 + double(cache.desc.rowBytes()) +
+                             256.0 * Hq),
+                0, call);
+          }
+        }
+  }
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
   std::string jsonPath = "mla-bench.json";
   bool quick = false, decodeOnly = false, noH128 = false, cacheOnly = false;
-  bool noCeilings = false;
+  bool noCeilings = false, codegenOnly = false;
   int decodeH = 0, decodeB = 0;
   int64_t decodeL = 0;
   for (int i = 1; i < argc; ++i) {
@@ -182,6 +299,8 @@ int main(int argc, char **argv) {
       decodeL = std::atoll(argv[i] + 11); // only this length (any value)
     else if (std::string(argv[i]) == "--no-ceilings")
       noCeilings = true;
+    else if (std::string(argv[i]) == "--codegen-only")
+      codegenOnly = true;
     else
       jsonPath = argv[i];
   }
@@ -215,6 +334,11 @@ int main(int argc, char **argv) {
     copyGBs = 2.0 * double(n) / ms / 1e6;
     add("ceiling:copy", "2 GiB d2d (r+w)", ms, 2.0 * double(n), 0);
   }
+  // Generated (PTX) cache writers beside the library's (docs/codegen.md).
+  if (!decodeOnly || codegenOnly)
+    benchCodegen(*dev, quick, rng);
+  if (codegenOnly)
+    return 0;
   if (!noCeilings) {
     const int64_t n = 8192;
     Buffer x = randomBf16(size_t(n * n), rng), w = randomBf16(size_t(n * n), rng),

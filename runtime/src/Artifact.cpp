@@ -311,6 +311,7 @@ public:
     MLART_RETURN_IF_ERROR(parseBuffers());
     MLART_RETURN_IF_ERROR(parseCaches());
     MLART_RETURN_IF_ERROR(parseViews());
+    MLART_RETURN_IF_ERROR(parseKernels());
     MLART_RETURN_IF_ERROR(parseInstructions());
     return std::move(a_);
   }
@@ -372,7 +373,7 @@ private:
       pos += padded;
       if (sec.kind >= mlaa::kFirstExtensionSection)
         continue; // An extension this reader does not know: skip it.
-      if (sec.kind < 1 || sec.kind > mlaa::kNumRequiredSections)
+      if (sec.kind < 1 || sec.kind > mlaa::kLastKnownSection)
         return invalid("unknown section kind " + std::to_string(sec.kind));
       if (sec.kind <= lastKnown)
         return invalid("section kind " + std::to_string(sec.kind) +
@@ -645,6 +646,69 @@ private:
     return Status::success();
   }
 
+  /// The optional kernels section: each record names a compiler-generated
+  /// kernel, the PTX text (a string) that defines it, the opcode it
+  /// implements and its launch geometry.
+  Status parseKernels() {
+    const Section &s = sections_[mlaa::kSectionKernels];
+    if (!s.present)
+      return Status::success();
+    MLART_RETURN_IF_ERROR(
+        framed(mlaa::kSectionKernels, mlaa::kKernelBytes, "kernel"));
+    std::vector<uint32_t> moduleOfString(strings_.size(), kNoIndex);
+    a_.kernels_.reserve(s.count);
+    for (uint32_t i = 0; i < s.count; ++i) {
+      Cursor c(s.payload + uint64_t(i) * mlaa::kKernelBytes, mlaa::kKernelBytes);
+      CodegenKernel k;
+      const uint32_t name = c.u32(), ptx = c.u32();
+      const uint16_t op = c.u16(), reserved = c.u16();
+      k.blockThreads = c.u32();
+      k.tokensPerBlock = c.u32();
+      const uint32_t reserved2 = c.u32();
+      if (c.overrun())
+        return internalError("artifact: kernel record overrun");
+      const std::string what = "kernel #" + std::to_string(i);
+      if (reserved != 0 || reserved2 != 0)
+        return invalid(what + ": reserved field is not zero");
+      MLART_RETURN_IF_ERROR(string(name, false, what + " name", k.name));
+      std::string text;
+      MLART_RETURN_IF_ERROR(string(ptx, false, what + " ptx", text));
+      if (k.name.empty())
+        return invalid(what + ": empty name");
+      k.op = Opcode(op);
+      if (k.op != Opcode::CacheUpdate && k.op != Opcode::RopeCacheUpdate)
+        return invalid(what + " '" + k.name + "': opcode " +
+                       std::to_string(op) +
+                       " has no generated kernels (only cache_update and "
+                       "rope_cache_update)");
+      if (k.blockThreads < 32 || k.blockThreads > 1024 ||
+          k.blockThreads % 32 != 0 || k.tokensPerBlock < 1 ||
+          k.tokensPerBlock > k.blockThreads)
+        return invalid(what + " '" + k.name + "': bad launch geometry (" +
+                       std::to_string(k.blockThreads) + " threads, " +
+                       std::to_string(k.tokensPerBlock) +
+                       " tokens per block)");
+      // The module must define the entry: a cheap consistency check before
+      // the driver ever sees the text.
+      if (text.find(".entry " + k.name + "(") == std::string::npos)
+        return invalid(what + " '" + k.name +
+                       "': its PTX module defines no such .entry");
+      if (moduleOfString[ptx] == kNoIndex) {
+        moduleOfString[ptx] = uint32_t(a_.modules_.size());
+        CodegenModule m;
+        m.hash = fnv1a64(text.data(), text.size());
+        m.ptx = std::move(text);
+        a_.modules_.push_back(std::move(m));
+      }
+      k.module = moduleOfString[ptx];
+      for (const CodegenKernel &other : a_.kernels_)
+        if (other.name == k.name && other.module == k.module)
+          return invalid(what + ": duplicate kernel '" + k.name + "'");
+      a_.kernels_.push_back(std::move(k));
+    }
+    return Status::success();
+  }
+
   Status parseInstructions() {
     const Section &s = sections_[mlaa::kSectionInstructions];
     MLART_RETURN_IF_ERROR(framed(mlaa::kSectionInstructions,
@@ -659,7 +723,7 @@ private:
       inst.cache = c.u32();
       inst.intAttr = c.i32();
       inst.floatAttr = c.f32();
-      const uint32_t reserved2 = c.u32();
+      inst.kernel = c.u32();
       for (uint32_t &o : inst.operands)
         o = c.u32();
       if (c.overrun())
@@ -669,8 +733,19 @@ private:
       MLART_RETURN_IF_ERROR(string(loc, true, what, inst.location));
       if (!inst.location.empty())
         what += " (" + inst.location + ")";
-      if (reserved != 0 || reserved2 != 0)
+      if (reserved != 0)
         return invalid(what + ": reserved field is not zero");
+      if (inst.kernel != kNoIndex) {
+        if (inst.kernel >= a_.kernels_.size())
+          return invalid(what + ": kernel index " +
+                         std::to_string(inst.kernel) + " out of range (" +
+                         std::to_string(a_.kernels_.size()) + " kernels)");
+        if (a_.kernels_[inst.kernel].op != inst.opcode)
+          return invalid(what + ": kernel '" + a_.kernels_[inst.kernel].name +
+                         "' implements " +
+                         opcodeName(a_.kernels_[inst.kernel].op) + ", not " +
+                         opcodeName(inst.opcode));
+      }
       MLART_RETURN_IF_ERROR(checkInstruction(inst, what));
       a_.instructions_.push_back(std::move(inst));
     }
@@ -806,7 +881,7 @@ private:
 
   const uint8_t *data_;
   uint64_t size_;
-  Section sections_[mlaa::kNumRequiredSections + 1];
+  Section sections_[mlaa::kLastKnownSection + 1];
   std::vector<std::string> strings_;
   Artifact a_;
 };

@@ -1,4 +1,4 @@
-//===- ArtifactFormat.h - Byte layout constants of MLAA version 1 ---------===//
+//===- ArtifactFormat.h - Byte layout constants of MLAA version 2 ---------===//
 //
 // Shared by the reader and the writer; docs/artifact.md is the prose form.
 // All integers are little-endian; every section starts 8-byte aligned.
@@ -36,6 +36,9 @@ enum SectionKind : uint32_t {
   kSectionViews = 5,
   kSectionInstructions = 6,
   kNumRequiredSections = 6,
+  /// Optional (version 2): compiler-generated kernels (docs/codegen.md).
+  kSectionKernels = 7,
+  kLastKnownSection = 7,
   /// Kinds at or above this are extensions a reader skips.
   kFirstExtensionSection = 0x100,
 };
@@ -50,8 +53,11 @@ constexpr uint64_t kCacheBytes =
 constexpr uint64_t kViewBytes =
     80; // u8 base, dtype, rank, 0, u32 index, i64 off, sizes[4], strides[4]
 constexpr uint64_t kInstructionBytes =
-    64; // u16 op, u16 0, u32 loc, u32 cache, i32 iattr, f32 fattr, u32 0, u32
-        // operands[10]
+    64; // u16 op, u16 0, u32 loc, u32 cache, i32 iattr, f32 fattr, u32 kernel,
+        // u32 operands[10]
+constexpr uint64_t kKernelBytes =
+    24; // u32 name, u32 ptx (strings), u16 op, u16 0, u32 block_threads,
+        // u32 tokens_per_block, u32 0
 
 } // namespace mlart::mlaa
 

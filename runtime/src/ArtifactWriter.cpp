@@ -312,13 +312,18 @@ std::vector<uint8_t> ArtifactWriter::serialize() const {
     cacheNames.push_back(strings.intern(c.name));
   for (const Instruction &i : instructions_)
     locations.push_back(strings.internOptional(i.location));
+  std::vector<uint32_t> kernelNames, kernelPtx;
+  for (const KernelDecl &k : kernels_) {
+    kernelNames.push_back(strings.intern(k.name));
+    kernelPtx.push_back(strings.intern(k.ptx));
+  }
 
   Bytes b;
   b.raw(mlaa::kMagic, 4);
   b.u32(kArtifactVersion);
   b.u64(0); // total length, patched below
   b.u64(0); // checksum, patched below
-  b.u32(mlaa::kNumRequiredSections);
+  b.u32(mlaa::kNumRequiredSections + (kernels_.empty() ? 0 : 1));
   b.u32(0); // flags
 
   {
@@ -392,9 +397,22 @@ std::vector<uint8_t> ArtifactWriter::serialize() const {
       b.u32(inst.cache);
       b.i32(inst.intAttr);
       b.f32(inst.floatAttr);
-      b.u32(0);
+      b.u32(inst.kernel);
       for (uint32_t o : inst.operands)
         b.u32(o);
+    }
+  }
+  if (!kernels_.empty()) {
+    SectionScope s(b, mlaa::kSectionKernels, uint32_t(kernels_.size()));
+    for (size_t i = 0; i < kernels_.size(); ++i) {
+      const KernelDecl &k = kernels_[i];
+      b.u32(kernelNames[i]);
+      b.u32(kernelPtx[i]);
+      b.u16(uint16_t(k.op));
+      b.u16(0);
+      b.u32(k.blockThreads);
+      b.u32(k.tokensPerBlock);
+      b.u32(0);
     }
   }
 
@@ -403,6 +421,14 @@ std::vector<uint8_t> ArtifactWriter::serialize() const {
   b.patchU64(mlaa::kOffChecksum, fnv1a64(bytes.data() + mlaa::kChecksumStart,
                                          bytes.size() - mlaa::kChecksumStart));
   return b.take();
+}
+
+uint32_t ArtifactWriter::addCodegenKernel(const std::string &name,
+                                          const std::string &ptx, Opcode op,
+                                          uint32_t blockThreads,
+                                          uint32_t tokensPerBlock) {
+  kernels_.push_back({name, ptx, op, blockThreads, tokensPerBlock});
+  return uint32_t(kernels_.size() - 1);
 }
 
 StatusOr<std::vector<uint8_t>> ArtifactWriter::finish() const {

@@ -124,4 +124,12 @@ Status Device::launchGraph(GraphHandle, StreamHandle) {
                        kindName() + " device");
 }
 
+Status Device::launchCodegenCacheWrite(const CodegenModule &,
+                                       const CodegenKernel &,
+                                       const RopeCacheUpdateArgs &,
+                                       StreamHandle) {
+  return unimplemented(std::string(kindName()) +
+                       " device cannot run compiler-generated kernels");
+}
+
 } // namespace mlart

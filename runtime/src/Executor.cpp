@@ -132,10 +132,22 @@ Status Executor::runInstruction(const Instruction &inst, StreamHandle stream) {
   case Opcode::Copy:
     return device_->copyView(op(0), op(1), stream);
   case Opcode::CacheUpdate:
+    if (inst.kernel != kNoIndex && device_->supportsCodegenKernels()) {
+      RopeCacheUpdateArgs a;
+      a.kvC = op(0);
+      a.kPe = op(1);
+      a.slotMapping = op(2);
+      a.cache = cache;
+      return runCodegen(inst, a, stream);
+    }
     return k.cacheUpdate({op(0), op(1), op(2), cache}, stream);
   case Opcode::Rope:
     return k.rope({op(0), op(1), op(2), style}, stream);
   case Opcode::RopeCacheUpdate:
+    if (inst.kernel != kNoIndex && device_->supportsCodegenKernels())
+      return runCodegen(
+          inst, {op(0), op(1), op(2), cache, op(3), op(4), style, op(5), op(6)},
+          stream);
     return k.ropeCacheUpdate(
         {op(0), op(1), op(2), cache, op(3), op(4), style, op(5), op(6)},
         stream);
@@ -166,6 +178,14 @@ Status Executor::runInstruction(const Instruction &inst, StreamHandle stream) {
     return k.add({op(0), op(1), op(2)}, stream);
   }
   return internalError("unknown opcode survived validation");
+}
+
+Status Executor::runCodegen(const Instruction &inst,
+                            const RopeCacheUpdateArgs &args,
+                            StreamHandle stream) {
+  const CodegenKernel &kernel = artifact_.kernels()[inst.kernel];
+  return device_->launchCodegenCacheWrite(artifact_.modules()[kernel.module],
+                                          kernel, args, stream);
 }
 
 Status Executor::checkBound() const {

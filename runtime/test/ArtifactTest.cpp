@@ -287,10 +287,10 @@ TEST(Artifact, RejectsWrongMagicVersionAndLength) {
   }
   {
     std::vector<uint8_t> c = b;
-    putU32(c, mlaa::kOffVersion, 2);
+    putU32(c, mlaa::kOffVersion, 1); // version 1 had no kernel field
     Status s = loadStatus(c);
     EXPECT_EQ(s.code(), StatusCode::InvalidArgument);
-    EXPECT_NE(s.message().find("version 2"), std::string::npos);
+    EXPECT_NE(s.message().find("version 1"), std::string::npos);
   }
   {
     std::vector<uint8_t> c = b;
@@ -379,6 +379,158 @@ TEST(Artifact, RejectsBadSectionFraming) {
     c[c.size() - 1] = 1; // but its padding must be zero
     rechecksum(c);
     EXPECT_FALSE(loadStatus(c).ok());
+  }
+}
+
+// --- Compiler-generated kernels (format version 2, section kind 7) -------
+
+const char *kTinyPtx = "//\n.version 8.0\n.target sm_90a\n"
+                       ".visible .entry k_update(\n)\n{\n\tret;\n}\n"
+                       ".visible .entry k_rope(\n)\n{\n\tret;\n}\n";
+
+/// smallProgram with its cache_update run by a generated kernel, plus a
+/// second kernel of the same module that no instruction uses.
+ArtifactWriter codegenProgram() {
+  ArtifactWriter w = smallProgram();
+  const uint32_t k =
+      w.addCodegenKernel("k_update", kTinyPtx, Opcode::CacheUpdate, 576, 8);
+  w.addCodegenKernel("k_rope", kTinyPtx, Opcode::RopeCacheUpdate, 544, 8);
+  w.setInstructionKernel(1, k);
+  return w;
+}
+
+std::vector<uint8_t> codegenBytes() {
+  StatusOr<std::vector<uint8_t>> b = codegenProgram().finish();
+  EXPECT_TRUE(b.ok()) << b.status().toString();
+  return b.ok() ? *b : std::vector<uint8_t>();
+}
+
+TEST(ArtifactCodegen, RoundTripSharesTheModule) {
+  const std::vector<uint8_t> b = codegenBytes();
+  StatusOr<Artifact> a = Artifact::load(b.data(), b.size());
+  ASSERT_TRUE(a.ok()) << a.status().toString();
+  ASSERT_EQ(a->kernels().size(), 2u);
+  ASSERT_EQ(a->modules().size(), 1u); // one PTX text, stored once
+  EXPECT_EQ(a->modules()[0].ptx, kTinyPtx);
+  EXPECT_EQ(a->modules()[0].hash, fnv1a64(kTinyPtx, std::strlen(kTinyPtx)));
+  const CodegenKernel &k = a->kernels()[0];
+  EXPECT_EQ(k.name, "k_update");
+  EXPECT_EQ(k.op, Opcode::CacheUpdate);
+  EXPECT_EQ(k.blockThreads, 576u);
+  EXPECT_EQ(k.tokensPerBlock, 8u);
+  EXPECT_EQ(a->kernels()[1].module, 0u);
+  EXPECT_EQ(a->instructions()[1].kernel, 0u);
+  EXPECT_EQ(a->instructions()[0].kernel, kNoIndex);
+  EXPECT_EQ(a->instructions()[2].kernel, kNoIndex);
+  // A library-only program has no kernels section at all.
+  const std::vector<uint8_t> plain = smallBytes();
+  uint32_t sections;
+  std::memcpy(&sections, &plain[mlaa::kOffSectionCount], 4);
+  EXPECT_EQ(sections, 6u);
+  std::memcpy(&sections, &b[mlaa::kOffSectionCount], 4);
+  EXPECT_EQ(sections, 7u);
+}
+
+TEST(ArtifactCodegen, TruncationAndFlipsAreDetected) {
+  const std::vector<uint8_t> b = codegenBytes();
+  for (size_t n = 0; n < b.size(); ++n) {
+    std::vector<uint8_t> cut(b.begin(), b.begin() + long(n));
+    ASSERT_EQ(loadStatus(cut).code(), StatusCode::DataLoss) << "length " << n;
+  }
+  for (size_t i = 0; i < b.size(); ++i)
+    for (uint8_t mask : {uint8_t(0x01), uint8_t(0x80), uint8_t(0xFF)}) {
+      std::vector<uint8_t> c = b;
+      c[i] ^= mask;
+      ASSERT_FALSE(loadStatus(c).ok()) << "byte " << i << " ^ " << int(mask);
+    }
+}
+
+TEST(ArtifactCodegen, ByteChangesWithAValidChecksumNeverCrash) {
+  const std::vector<uint8_t> b = codegenBytes();
+  int rejected = 0;
+  for (size_t i = 0; i < b.size(); ++i)
+    for (uint8_t v : {uint8_t(0x00), uint8_t(0x01), uint8_t(0x7F),
+                      uint8_t(0xFF), uint8_t(b[i] + 1)}) {
+      std::vector<uint8_t> c = b;
+      c[i] = v;
+      rechecksum(c);
+      StatusOr<Artifact> a = Artifact::load(c.data(), c.size());
+      if (!a.ok()) {
+        ++rejected;
+        continue;
+      }
+      for (const Instruction &inst : a->instructions())
+        ASSERT_TRUE(inst.kernel == kNoIndex ||
+                    (inst.kernel < a->kernels().size() &&
+                     a->kernels()[inst.kernel].op == inst.opcode));
+      for (const CodegenKernel &k : a->kernels())
+        ASSERT_LT(k.module, a->modules().size());
+    }
+  EXPECT_GT(rejected, 0);
+}
+
+TEST(ArtifactCodegen, RejectsInconsistentKernels) {
+  auto expectBad = [](ArtifactWriter w, const std::string &needle) {
+    StatusOr<std::vector<uint8_t>> r = w.finish();
+    ASSERT_FALSE(r.ok()) << "expected: " << needle;
+    EXPECT_EQ(r.status().code(), StatusCode::InvalidArgument);
+    EXPECT_NE(r.status().message().find(needle), std::string::npos)
+        << r.status().toString();
+  };
+  {
+    ArtifactWriter w = smallProgram();
+    w.setInstructionKernel(1, 0); // no kernels declared
+    expectBad(std::move(w), "kernel index 0 out of range");
+  }
+  {
+    ArtifactWriter w = smallProgram();
+    w.addCodegenKernel("k_rope", kTinyPtx, Opcode::RopeCacheUpdate, 544, 8);
+    w.setInstructionKernel(1, 0); // a cache_update run by a rope kernel
+    expectBad(std::move(w), "implements rope_cache_update, not cache_update");
+  }
+  {
+    ArtifactWriter w = smallProgram();
+    w.addCodegenKernel("k_missing", kTinyPtx, Opcode::CacheUpdate, 576, 8);
+    expectBad(std::move(w), "defines no such .entry");
+  }
+  {
+    ArtifactWriter w = smallProgram();
+    w.addCodegenKernel("k_update", kTinyPtx, Opcode::Add, 576, 8);
+    expectBad(std::move(w), "has no generated kernels");
+  }
+  for (auto [threads, tokens] : {std::pair<uint32_t, uint32_t>{0, 1},
+                                 {33, 1}, {2048, 8}, {576, 0}, {64, 65}}) {
+    ArtifactWriter w = smallProgram();
+    w.addCodegenKernel("k_update", kTinyPtx, Opcode::CacheUpdate, threads,
+                       tokens);
+    expectBad(std::move(w), "bad launch geometry");
+  }
+  {
+    ArtifactWriter w = smallProgram();
+    w.addCodegenKernel("", kTinyPtx, Opcode::CacheUpdate, 576, 8);
+    expectBad(std::move(w), "empty name");
+  }
+  {
+    ArtifactWriter w = smallProgram();
+    w.addCodegenKernel("k_update", kTinyPtx, Opcode::CacheUpdate, 576, 8);
+    w.addCodegenKernel("k_update", kTinyPtx, Opcode::CacheUpdate, 576, 8);
+    expectBad(std::move(w), "duplicate kernel");
+  }
+  {
+    // Reserved fields of the kernel record must be zero.
+    std::vector<uint8_t> c = codegenBytes();
+    c[payloadOffset(c, mlaa::kSectionKernels) + 10] = 1;
+    rechecksum(c);
+    Status s = loadStatus(c);
+    EXPECT_NE(s.message().find("reserved"), std::string::npos) << s.toString();
+  }
+  {
+    // The kernels section relabelled as a second instructions section.
+    std::vector<uint8_t> c = codegenBytes();
+    putU32(c, payloadOffset(c, mlaa::kSectionKernels) - 16,
+           mlaa::kSectionInstructions);
+    rechecksum(c);
+    EXPECT_NE(loadStatus(c).message().find("out of order"), std::string::npos);
   }
 }
 

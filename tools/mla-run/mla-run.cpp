@@ -949,6 +949,15 @@ int main(int argc, char **argv) {
                 median * 1e3);
     std::printf("cache bytes changed by the steps: %lld\n",
                 (long long)changedCacheBytes);
+#ifdef MLA_RUN_HAVE_CUDA
+    // Generated kernels (docs/codegen.md): proof that they, not the library
+    // fallback, ran.
+    if (auto *cuda = dynamic_cast<CudaDevice *>(device.get()))
+      std::printf("generated-kernel launches: %llu (%zu PTX module(s) "
+                  "loaded)\n",
+                  (unsigned long long)cuda->codegenLaunches(),
+                  cuda->codegenModulesLoaded());
+#endif
     if (options.naive) {
       // ||out - ref|| / ||ref - input||: what the layers add.
       std::printf("vs float64 non-absorbed reference, end to end: relative "

@@ -58,6 +58,12 @@ def MLA_Dialect : Dialect {
     static constexpr ::llvm::StringLiteral getNameAttrName() {
       return ::llvm::StringLiteral("mla.name");
     }
+    /// Dictionary attribute on a cache-write op: the compiler-generated
+    /// kernel that implements it (`symbol`, `block_threads`,
+    /// `tokens_per_block`); set by mla-outline-cache-kernels.
+    static constexpr ::llvm::StringLiteral getKernelAttrName() {
+      return ::llvm::StringLiteral("mla.kernel");
+    }
   }];
 }
 

@@ -32,6 +32,31 @@ LogicalResult MLADialect::verifyOperationAttribute(Operation *op,
                              << "' is only valid on a function";
     return success();
   }
+  if (attr.getName() == getKernelAttrName()) {
+    if (!isa<KVCacheUpdateOp, RopeKVCacheUpdateOp>(op))
+      return op->emitError() << "'" << getKernelAttrName()
+                             << "' is only valid on cache-write ops";
+    auto dict = dyn_cast<DictionaryAttr>(attr.getValue());
+    auto symbol =
+        dict ? dyn_cast_or_null<SymbolRefAttr>(dict.get("symbol")) : nullptr;
+    auto threads =
+        dict ? dyn_cast_or_null<IntegerAttr>(dict.get("block_threads")) : nullptr;
+    auto tokens = dict ? dyn_cast_or_null<IntegerAttr>(
+                             dict.get("tokens_per_block"))
+                       : nullptr;
+    if (!symbol || symbol.getNestedReferences().size() != 1 || !threads ||
+        !tokens)
+      return op->emitError()
+             << "'" << getKernelAttrName()
+             << "' must be {symbol = @module::@kernel, block_threads = N, "
+                "tokens_per_block = M}";
+    int64_t t = threads.getInt(), k = tokens.getInt();
+    if (t < 32 || t > 1024 || t % 32 != 0 || k < 1 || k > t)
+      return op->emitError() << "'" << getKernelAttrName()
+                             << "' has a bad launch geometry (" << t
+                             << " threads, " << k << " tokens per block)";
+    return success();
+  }
   return op->emitError() << "unknown mla attribute '" << attr.getName().getValue()
                          << "'";
 }

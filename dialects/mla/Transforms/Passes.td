@@ -347,4 +347,65 @@ def MLAScheduleKVUpdates : Pass<"mla-schedule-kv-updates"> {
   ];
 }
 
+def MLAOutlineCacheKernels : Pass<"mla-outline-cache-kernels",
+                                  "::mlir::ModuleOp"> {
+  let summary = "Generate GPU kernels for cache writes and mark the ops that use them";
+  let description = [{
+    For every `mla.kv_cache_update` and `mla.rope_kv_cache_update` that a
+    generated kernel can implement, builds a `gpu.func` kernel (one per
+    distinct specialisation: layout, element types, latent and rope sizes,
+    slot and position types, rope style, q_pe or not) in a
+    `gpu.module @mla_kernels`, and marks the op with the kernel it uses.
+    The op stays: it still carries the effects passes reason about, and the
+    artifact lowering turns the mark into "run this generated kernel".
+
+    ```mlir
+    mla.kv_cache_update %kv_c, %k_pe, %slots into %cache : ...
+    // becomes
+    mla.kv_cache_update %kv_c, %k_pe, %slots into %cache {mla.kernel = {
+        block_threads = 576 : i32, tokens_per_block = 8 : i32,
+        symbol = @mla_kernels::@mla_cache_update_plain_bf16_l512_p64_in_bf16_slot_i64}} : ...
+    gpu.module @mla_kernels {
+      gpu.func @mla_cache_update_plain_bf16_l512_p64_in_bf16_slot_i64(...) kernel
+    }
+    ```
+
+    Kernels: a block of `tokens-per-block` tokens, a fixed group of
+    threads per token. Plain rows move as 16-byte vectors
+    (`vector<8xbf16>`); `fp8_ds_mla` rows quantise 8 values per thread with
+    the tile amax reduced by `gpu.shuffle xor` and `cvt.rn.satfinite`
+    (round to nearest even, saturating, as the library); rope rotates 8
+    pairs per thread in f32 without FMA contraction and rounds to bf16
+    once; q_pe items are strided over the whole grid. Negative slots are skipped;
+    slots `>= num_slots` and positions outside the table are skipped and
+    the smallest such token index is recorded with an atomic min. The
+    argument binding is the runtime's contract (docs/codegen.md).
+
+    Not converted (left on the library kernel, with a remark): per-tensor
+    fp8 caches, inputs that are not bf16 where a conversion or rotation is
+    needed, rows that are not a whole number of 16-byte chunks, rope dims
+    that are not a multiple of 16, and rows too wide for one block.
+
+    Lower the GPU module with `nvvm-attach-target{chip=sm_90a
+    features=+ptx80}`, `convert-gpu-to-nvvm`, `gpu-module-to-binary
+    format=isa` (what `mla-decode-pipeline kernels=codegen` does).
+  }];
+  let options = [
+    Option<"tokensPerBlock", "tokens-per-block", "unsigned", /*default=*/"8",
+           "Tokens one thread block writes (1 to 32)">
+  ];
+  let dependentDialects = ["::mlir::mla::MLADialect",
+                           "::mlir::gpu::GPUDialect",
+                           "::mlir::arith::ArithDialect",
+                           "::mlir::math::MathDialect",
+                           "::mlir::memref::MemRefDialect",
+                           "::mlir::scf::SCFDialect",
+                           "::mlir::vector::VectorDialect",
+                           "::mlir::NVVM::NVVMDialect"];
+  let statistics = [
+    Statistic<"numOutlined", "outlined", "Number of cache writes that use a generated kernel">,
+    Statistic<"numKernels", "kernels", "Number of kernels generated">
+  ];
+}
+
 #endif // MLA_TRANSFORMS_PASSES_TD

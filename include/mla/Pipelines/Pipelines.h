@@ -18,6 +18,9 @@ namespace mlir::mla {
 /// Where the compiled step runs; decides which fusions the kernels support.
 enum class PipelineTarget { Cpu, CudaSm90 };
 
+/// Where the cache-write kernels come from (docs/codegen.md).
+enum class KernelSource { Auto, Library, Codegen };
+
 /// How mla-schedule-kv-updates moves updates, or not at all.
 enum class ScheduleChoice { Early, Late, None };
 
@@ -58,6 +61,19 @@ struct PipelineOptions : public PassPipelineOptions<PipelineOptions> {
           clEnumValN(ScheduleChoice::Late, "late",
                      "just before the next access to the cache"),
           clEnumValN(ScheduleChoice::None, "none", "leave them in place"))};
+  Option<KernelSource> kernels{
+      *this, "kernels",
+      llvm::cl::desc("Kernels of the cache writes (docs/codegen.md)"),
+      llvm::cl::init(KernelSource::Auto),
+      llvm::cl::values(
+          clEnumValN(KernelSource::Auto, "auto",
+                     "codegen for target=cuda-sm90 (faster or equal on the "
+                     "H200, docs/codegen.md), library for cpu"),
+          clEnumValN(KernelSource::Library, "library",
+                     "the runtime's hand-written kernels"),
+          clEnumValN(KernelSource::Codegen, "codegen",
+                     "kernels generated here (mla-outline-cache-kernels), "
+                     "lowered to sm_90a PTX and embedded in the artifact"))};
   Option<bool> verify{*this, "verify",
                       llvm::cl::desc("Run mla-verify-kv-order at the end"),
                       llvm::cl::init(true)};

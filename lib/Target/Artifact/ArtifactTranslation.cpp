@@ -23,9 +23,13 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/GPU/IR/CompilationInterfaces.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/Tools/mlir-translate/Translation.h"
+#include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/Path.h"
 
@@ -127,6 +131,9 @@ private:
   std::string location(Operation *op) const;
   FailureOr<mlart::DType> dtypeOf(Operation *op, Type type);
   FailureOr<uint32_t> cacheOf(Operation *op, Value cache);
+  /// The generated kernel an `mla.kernel`-marked cache write runs, or
+  /// kAbsent for the library kernel.
+  FailureOr<uint32_t> kernelOf(Operation *op, mlart::Opcode opcode);
 
   func::FuncOp func;
   mlart::ArtifactWriter writer;
@@ -137,6 +144,7 @@ private:
   std::vector<PendingView> views;
   std::vector<PendingInst> insts;
   std::vector<int64_t> allocBytes;
+  llvm::StringMap<uint32_t> kernels;
 };
 
 std::string Translator::location(Operation *op) const {
@@ -223,6 +231,54 @@ FailureOr<uint32_t> Translator::cacheOf(Operation *op, Value cache) {
     return op->emitError() << "per-tensor fp8 caches are not supported by "
                               "the artifact lowering yet";
   return it->second;
+}
+
+FailureOr<uint32_t> Translator::kernelOf(Operation *op, mlart::Opcode opcode) {
+  // The dialect verified the attribute's shape.
+  auto dict = op->getAttrOfType<DictionaryAttr>(MLADialect::getKernelAttrName());
+  if (!dict)
+    return kAbsent;
+  auto symbol = cast<SymbolRefAttr>(dict.get("symbol"));
+  StringRef name = symbol.getLeafReference().getValue();
+  auto it = kernels.find(name);
+  if (it != kernels.end())
+    return it->second;
+  auto module = func->getParentOfType<ModuleOp>();
+  StringRef root = symbol.getRootReference().getValue();
+  auto binary = module.lookupSymbol<gpu::BinaryOp>(root);
+  if (!binary) {
+    if (module.lookupSymbol<gpu::GPUModuleOp>(root))
+      return op->emitError()
+             << "generated kernel " << symbol
+             << " is not compiled yet: lower the gpu.module to PTX "
+                "(nvvm-attach-target, convert-gpu-to-nvvm, "
+                "gpu-module-to-binary format=isa), as mla-decode-pipeline "
+                "kernels=codegen does";
+    return op->emitError() << "generated kernel " << symbol
+                           << " refers to no gpu.binary";
+  }
+  StringRef ptx;
+  for (Attribute attr : binary.getObjects()) {
+    auto object = dyn_cast<gpu::ObjectAttr>(attr);
+    if (object && isa<NVVM::NVVMTargetAttr>(object.getTarget()) &&
+        object.getFormat() == gpu::CompilationTarget::Assembly)
+      ptx = object.getObject().getValue();
+  }
+  if (ptx.empty())
+    return op->emitError() << "gpu.binary @" << root
+                           << " holds no NVVM PTX text (use "
+                              "gpu-module-to-binary format=isa)";
+  if (!ptx.contains((".entry " + name + "(").str()))
+    return op->emitError() << "the PTX of @" << root << " defines no kernel '"
+                           << name << "'";
+  if (ptx.contains('\0'))
+    return op->emitError() << "the PTX of @" << root << " contains a NUL byte";
+  uint32_t id = writer.addCodegenKernel(
+      name.str(), ptx.str(), opcode,
+      uint32_t(cast<IntegerAttr>(dict.get("block_threads")).getInt()),
+      uint32_t(cast<IntegerAttr>(dict.get("tokens_per_block")).getInt()));
+  kernels[name] = id;
+  return id;
 }
 
 LogicalResult Translator::declareArguments() {
@@ -474,11 +530,14 @@ LogicalResult Translator::translate(Operation *op) {
         auto cache = cacheOf(op, update.getCache());
         auto in = operands(
             {update.getKvC(), update.getKPe(), update.getSlotMapping()});
-        if (failed(cache) || failed(in))
+        auto kernel = kernelOf(op, mlart::Opcode::CacheUpdate);
+        if (failed(cache) || failed(in) || failed(kernel))
           return failure();
-        uint32_t c = *cache;
-        addInst(*in, [this, c, loc](ArrayRef<uint32_t> v) {
-          writer.cacheUpdate(c, v[0], v[1], v[2], loc);
+        uint32_t c = *cache, k = *kernel;
+        addInst(*in, [this, c, k, loc](ArrayRef<uint32_t> v) {
+          uint32_t i = writer.cacheUpdate(c, v[0], v[1], v[2], loc);
+          if (k != kAbsent)
+            writer.setInstructionKernel(i, k);
         });
         return success();
       })
@@ -487,7 +546,8 @@ LogicalResult Translator::translate(Operation *op) {
         auto in = operands({update.getKvC(), update.getKPe(),
                             update.getSlotMapping(), update.getPositions(),
                             update.getCosSin()});
-        if (failed(cache) || failed(in))
+        auto kernel = kernelOf(op, mlart::Opcode::RopeCacheUpdate);
+        if (failed(cache) || failed(in) || failed(kernel))
           return failure();
         // The kernel rotates k_pe and q_pe in place: rotate copies, which
         // are the op's results when it has them.
@@ -514,11 +574,14 @@ LogicalResult Translator::translate(Operation *op) {
         auto style = update.getStyle() == RopeStyle::neox
                          ? mlart::RopeStyle::NeoX
                          : mlart::RopeStyle::GptJ;
-        uint32_t c = *cache;
+        uint32_t c = *cache, k = *kernel;
         addInst({(*in)[0], kPe, (*in)[2], (*in)[3], (*in)[4], qPe},
-                [this, c, style, loc](ArrayRef<uint32_t> v) {
-                  writer.ropeCacheUpdate(c, v[0], v[1], v[2], v[3], v[4],
-                                         style, v[5], mlart::kNoIndex, loc);
+                [this, c, k, style, loc](ArrayRef<uint32_t> v) {
+                  uint32_t i = writer.ropeCacheUpdate(
+                      c, v[0], v[1], v[2], v[3], v[4], style, v[5],
+                      mlart::kNoIndex, loc);
+                  if (k != kAbsent)
+                    writer.setInstructionKernel(i, k);
                 });
         return success();
       })

@@ -47,9 +47,18 @@ void printListing(const mlart::Artifact &artifact, raw_ostream &os) {
       os << (d ? "x" : "") << view.sizes[d];
     os << "]";
   };
+  for (auto [i, module] : llvm::enumerate(artifact.modules()))
+    os << "module " << i << " ptx " << module.ptx.size() << " bytes\n";
+  for (auto [i, kernel] : llvm::enumerate(artifact.kernels()))
+    os << "kernel " << i << " @" << kernel.name << " "
+       << mlart::opcodeName(kernel.op) << " module " << kernel.module
+       << " block " << kernel.blockThreads << " tokens "
+       << kernel.tokensPerBlock << "\n";
   for (size_t i = 0; i < artifact.instructions().size(); ++i) {
     const mlart::Instruction &inst = artifact.instructions()[i];
     os << i << ": " << mlart::opcodeName(inst.opcode);
+    if (inst.kernel != mlart::kNoIndex)
+      os << " codegen(kernel" << inst.kernel << ")";
     if (inst.cache != mlart::kNoIndex)
       os << " cache" << inst.cache;
     for (uint32_t operand : inst.operands) {

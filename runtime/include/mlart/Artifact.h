@@ -28,7 +28,7 @@
 namespace mlart {
 
 /// Version of the MLAA format this runtime reads and writes.
-constexpr uint32_t kArtifactVersion = 1;
+constexpr uint32_t kArtifactVersion = 2;
 /// Marks an absent index (optional operand, no cache, no string).
 constexpr uint32_t kNoIndex = 0xFFFFFFFFu;
 /// Operand slots of one instruction.
@@ -119,8 +119,34 @@ struct Instruction {
   int32_t intAttr = 0;
   /// Source location for diagnostics and timing tables; may be empty.
   std::string location;
+  /// Compiler-generated kernel (index into Artifact::kernels()) that
+  /// implements this instruction, or kNoIndex for the library kernel. Only
+  /// cache_update and rope_cache_update may name one (docs/codegen.md).
+  uint32_t kernel = kNoIndex;
 
   Instruction() { operands.fill(kNoIndex); }
+};
+
+/// A PTX module produced by the compiler (mla-outline-cache-kernels +
+/// MLIR's NVVM pipeline), shared by the kernels it defines.
+struct CodegenModule {
+  std::string ptx;
+  /// fnv1a64 of the text: the key under which devices cache the loaded
+  /// module.
+  uint64_t hash = 0;
+};
+
+/// A compiler-generated kernel: an entry of a CodegenModule implementing
+/// one opcode with the argument binding and launch geometry of
+/// docs/codegen.md. Grid: ceil(tokens / tokensPerBlock) blocks of
+/// blockThreads threads.
+struct CodegenKernel {
+  std::string name;
+  Opcode op = Opcode::CacheUpdate;
+  uint32_t blockThreads = 0;
+  uint32_t tokensPerBlock = 0;
+  /// Index into Artifact::modules().
+  uint32_t module = 0;
 };
 
 /// Operand table entry of one opcode (shared by the loader, the writer and
@@ -156,6 +182,10 @@ public:
   const std::vector<CacheDecl> &caches() const { return caches_; }
   const std::vector<ViewDecl> &views() const { return views_; }
   const std::vector<Instruction> &instructions() const { return instructions_; }
+  /// Compiler-generated kernels and their PTX modules (both empty when every
+  /// instruction uses the kernel library).
+  const std::vector<CodegenModule> &modules() const { return modules_; }
+  const std::vector<CodegenKernel> &kernels() const { return kernels_; }
 
   /// Index of the buffer / cache called `name`, or -1.
   int findBuffer(const std::string &name) const;
@@ -172,6 +202,8 @@ private:
   std::vector<CacheDecl> caches_;
   std::vector<ViewDecl> views_;
   std::vector<Instruction> instructions_;
+  std::vector<CodegenModule> modules_;
+  std::vector<CodegenKernel> kernels_;
 };
 
 /// FNV-1a 64 of `size` bytes: the MLAA checksum.

@@ -61,6 +61,18 @@ public:
   /// Appends an instruction; returns its index.
   uint32_t addInstruction(const Instruction &inst);
 
+  /// Declares a compiler-generated kernel `name` defined by the PTX text
+  /// `ptx` (kernels of one module share the text, stored once) that
+  /// implements `op`; returns its kernel index.
+  uint32_t addCodegenKernel(const std::string &name, const std::string &ptx,
+                            Opcode op, uint32_t blockThreads,
+                            uint32_t tokensPerBlock);
+  /// Makes instruction `inst` run generated kernel `kernel` instead of the
+  /// library kernel.
+  void setInstructionKernel(uint32_t inst, uint32_t kernel) {
+    instructions_[inst].kernel = kernel;
+  }
+
   // One helper per opcode; operands are view indices (kNoIndex: absent).
   uint32_t copy(uint32_t src, uint32_t dst, const std::string &loc = {});
   uint32_t cacheUpdate(uint32_t cache, uint32_t kvC, uint32_t kPe,
@@ -126,6 +138,12 @@ private:
   std::vector<CacheDecl> caches_;
   std::vector<ViewDecl> views_;
   std::vector<Instruction> instructions_;
+  struct KernelDecl {
+    std::string name, ptx;
+    Opcode op;
+    uint32_t blockThreads, tokensPerBlock;
+  };
+  std::vector<KernelDecl> kernels_;
 };
 
 /// Writes `bytes` to `path` (for tools and tests).

@@ -57,6 +57,11 @@ public:
   /// Reads and clears the sticky device error record of asynchronous calls
   /// (Device::checkErrors).
   Status checkErrors(StreamHandle stream) override = 0;
+
+  /// Compiler-generated kernels (docs/codegen.md): launches so far, and
+  /// PTX modules loaded (each loaded once per device).
+  virtual uint64_t codegenLaunches() const = 0;
+  virtual size_t codegenModulesLoaded() const = 0;
 };
 
 /// Creates the CUDA device `ordinal`; Unavailable when there is no GPU, no

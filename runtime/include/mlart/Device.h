@@ -22,6 +22,8 @@
 namespace mlart {
 
 class Device;
+struct CodegenModule;
+struct CodegenKernel;
 
 /// Opaque instantiated graph (cudaGraphExec_t on CUDA).
 using GraphHandle = void *;
@@ -168,6 +170,20 @@ public:
 
   /// The kernels that run on this device.
   virtual const KernelLibrary &kernels() const = 0;
+
+  /// True when the device can run compiler-generated kernels
+  /// (docs/codegen.md). The executor runs the library kernel for
+  /// instructions that name one on devices that cannot (same semantics).
+  virtual bool supportsCodegenKernels() const { return false; }
+  /// Runs the generated cache-write `kernel` of `module` on `args` (for a
+  /// cache_update kernel only kvC, kPe, slotMapping and cache are used).
+  /// Refuses a kernel whose name does not match the operands
+  /// (InvalidArgument) and reports the driver's log when it rejects the
+  /// module. Default: Unimplemented.
+  virtual Status launchCodegenCacheWrite(const CodegenModule &module,
+                                         const CodegenKernel &kernel,
+                                         const RopeCacheUpdateArgs &args,
+                                         StreamHandle stream);
 
 protected:
   /// Device-specific allocation; `bytes` > 0.

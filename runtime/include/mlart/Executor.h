@@ -118,6 +118,9 @@ public:
 private:
   Executor(Artifact artifact, Device &device, Buffer arena);
   Status runInstruction(const Instruction &inst, StreamHandle stream);
+  /// A cache write through the generated kernel the instruction names.
+  Status runCodegen(const Instruction &inst, const RopeCacheUpdateArgs &args,
+                    StreamHandle stream);
   Status checkBound() const;
   TensorRef view(uint32_t index) const;
 

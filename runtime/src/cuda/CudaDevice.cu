@@ -1,5 +1,6 @@
 //===- CudaDevice.cu - CUDA device: memory, streams, events, errors -------===//
 #include "cuda/Blas.h"
+#include "cuda/CodegenModules.h"
 #include "cuda/CudaCommon.h"
 
 #include <algorithm>
@@ -148,7 +149,7 @@ class CudaDeviceImpl final : public CudaDevice {
 public:
   CudaDeviceImpl(int ordinal, const cudaDeviceProp &prop)
       : ordinal_(ordinal), name_(prop.name), sms_(prop.multiProcessorCount),
-        l2_(size_t(prop.l2CacheSize)), library_(&ctx_) {
+        l2_(size_t(prop.l2CacheSize)), library_(&ctx_), codegen_(ordinal) {
     ctx_.ordinal = ordinal;
     ctx_.smCount = sms_;
   }
@@ -173,6 +174,19 @@ public:
       cudaFree(ctx_.deviceRecord);
     if (ctx_.hostRecord)
       cudaFreeHost(ctx_.hostRecord);
+  }
+
+  bool supportsCodegenKernels() const override { return true; }
+  Status launchCodegenCacheWrite(const CodegenModule &module,
+                                 const CodegenKernel &kernel,
+                                 const RopeCacheUpdateArgs &args,
+                                 StreamHandle stream) override {
+    return codegenCacheWrite(ctx_, codegen_, module, kernel, args,
+                             toStream(stream));
+  }
+  uint64_t codegenLaunches() const override { return codegen_.launches(); }
+  size_t codegenModulesLoaded() const override {
+    return codegen_.loadedModules();
   }
 
   int ordinal() const override { return ordinal_; }
@@ -435,6 +449,7 @@ private:
   CudaContext ctx_;
   bool savedChecks_ = true;
   CudaKernelLibrary library_;
+  CodegenModules codegen_;
   std::unique_ptr<Blas> blas_;
   mutable std::mutex mu_;
   std::multimap<size_t, FreeBlock> free_;

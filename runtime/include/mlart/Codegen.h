@@ -1,0 +1,50 @@
+//===- Codegen.h - Contract of compiler-generated cache-write kernels -----===//
+//
+// The compiler (mla-outline-cache-kernels) generates GPU kernels for cache
+// writes and names each after its specialisation; the runtime recomputes
+// the name from the operands an instruction actually binds and refuses a
+// kernel whose name differs, so a kernel never runs on operands it was not
+// generated for. Both sides call codegenKernelName. The argument binding
+// and launch geometry are specified in docs/codegen.md.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MLART_CODEGEN_H
+#define MLART_CODEGEN_H
+
+#include "mlart/Artifact.h"
+
+#include <string>
+
+namespace mlart {
+
+/// What a generated cache-write kernel is specialised for.
+struct CodegenSignature {
+  Opcode op = Opcode::CacheUpdate; ///< cache_update or rope_cache_update
+  CacheLayout layout = CacheLayout::Plain;
+  DType cacheDType = DType::BF16;
+  int64_t latentRank = 0;
+  int64_t ropeDim = 0;
+  DType input = DType::BF16; ///< kv_c and k_pe (and q_pe)
+  DType slots = DType::I64;
+  // rope_cache_update only:
+  RopeStyle style = RopeStyle::NeoX;
+  DType positions = DType::I64;
+  bool rotatesQ = false;
+};
+
+/// "mla_cache_update_plain_bf16_l512_p64_in_bf16_slot_i64",
+/// "mla_rope_cache_update_fp8_ds_mla_f8e4m3fn_l512_p64_in_bf16_slot_i32_neox_pos_i64_q".
+std::string codegenKernelName(const CodegenSignature &sig);
+
+/// Parameters of every generated cache-write kernel, in order (MLIR's
+/// default memref calling convention: each memref is five parameters,
+/// allocated pointer, aligned pointer, offset, size, stride).
+constexpr int kCodegenMemrefArgs = 9;  ///< kv_c k_pe slots cache positions
+                                       ///< cos_sin q_pe bad_slot bad_pos
+constexpr int kCodegenScalarArgs = 12; ///< T N kv_stride kp_stride
+                                       ///< slot_stride num_slots pos_stride
+                                       ///< cs_stride max_pos q_s0 q_s1 hq
+
+} // namespace mlart
+
+#endif // MLART_CODEGEN_H

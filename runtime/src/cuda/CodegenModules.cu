@@ -1,0 +1,323 @@
+//===- CodegenModules.cu - Loads and launches compiler-generated kernels --===//
+#include "cuda/CodegenModules.h"
+
+#include "cpu/CacheWrite.h"
+#include "cpu/IndexAccess.h"
+#include "cpu/RopeMath.h"
+#include "cpu/TensorAccess.h"
+#include "mlart/Codegen.h"
+
+#include <algorithm>
+#include <vector>
+
+namespace mlart::cuda {
+namespace {
+
+/// The driver entry points we use, resolved once through the static cudart.
+struct Driver {
+  decltype(&::cuModuleLoadDataEx) moduleLoadDataEx = nullptr;
+  decltype(&::cuModuleGetFunction) moduleGetFunction = nullptr;
+  decltype(&::cuModuleUnload) moduleUnload = nullptr;
+  decltype(&::cuLaunchKernel) launchKernel = nullptr;
+  decltype(&::cuGetErrorName) getErrorName = nullptr;
+  decltype(&::cuGetErrorString) getErrorString = nullptr;
+  Status status = Status::success();
+};
+
+template <typename Fn>
+Status resolve(const char *symbol, Fn &fn) {
+  void *p = nullptr;
+  cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
+  // 12000: the ABI of these entry points since CUDA 12.0.
+  MLART_CUDA_CHECK(
+      cudaGetDriverEntryPointByVersion(symbol, &p, 12000, cudaEnableDefault, &q),
+      std::string("cudaGetDriverEntryPointByVersion(") + symbol + ")");
+  if (q != cudaDriverEntryPointSuccess || !p)
+    return unavailable(std::string("cuda: the driver has no entry point ") +
+                       symbol);
+  fn = reinterpret_cast<Fn>(p);
+  return Status::success();
+}
+
+const Driver &driver() {
+  static const Driver d = [] {
+    Driver r;
+    Status s = resolve("cuModuleLoadDataEx", r.moduleLoadDataEx);
+    if (s.ok())
+      s = resolve("cuModuleGetFunction", r.moduleGetFunction);
+    if (s.ok())
+      s = resolve("cuModuleUnload", r.moduleUnload);
+    if (s.ok())
+      s = resolve("cuLaunchKernel", r.launchKernel);
+    if (s.ok())
+      s = resolve("cuGetErrorName", r.getErrorName);
+    if (s.ok())
+      s = resolve("cuGetErrorString", r.getErrorString);
+    r.status = s;
+    return r;
+  }();
+  return d;
+}
+
+} // namespace
+
+Status CodegenModules::driverError(CUresult r, const std::string &what) const {
+  const Driver &d = driver();
+  const char *name = nullptr, *text = nullptr;
+  if (d.getErrorName)
+    d.getErrorName(r, &name);
+  if (d.getErrorString)
+    d.getErrorString(r, &text);
+  return internalError("cuda driver: " + what + ": " +
+                       (name ? name : "CUresult " + std::to_string(int(r))) +
+                       (text ? std::string(": ") + text : std::string()));
+}
+
+CodegenModules::~CodegenModules() {
+  const Driver &d = driver();
+  if (!d.moduleUnload)
+    return;
+  cudaSetDevice(ordinal_);
+  for (auto &entry : modules_)
+    d.moduleUnload(entry.second.second.module);
+}
+
+StatusOr<CUfunction> CodegenModules::function(const CodegenModule &module,
+                                              const std::string &name) {
+  const Driver &d = driver();
+  MLART_RETURN_IF_ERROR(d.status);
+  std::lock_guard<std::mutex> lock(mu_);
+  Loaded *loaded = nullptr;
+  auto range = modules_.equal_range(module.hash);
+  for (auto it = range.first; it != range.second; ++it)
+    if (it->second.first == module.ptx)
+      loaded = &it->second.second;
+  if (!loaded) {
+    MLART_CUDA_CHECK(cudaSetDevice(ordinal_), "cudaSetDevice");
+    // The primary context must exist before the driver API uses it.
+    MLART_CUDA_CHECK(cudaFree(nullptr), "cudaFree(nullptr) (context init)");
+    std::vector<char> errorLog(8192, 0), infoLog(2048, 0);
+    CUjit_option options[] = {CU_JIT_ERROR_LOG_BUFFER,
+                              CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES,
+                              CU_JIT_INFO_LOG_BUFFER,
+                              CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES};
+    void *values[] = {errorLog.data(),
+                      reinterpret_cast<void *>(uintptr_t(errorLog.size())),
+                      infoLog.data(),
+                      reinterpret_cast<void *>(uintptr_t(infoLog.size()))};
+    CUmodule m = nullptr;
+    const CUresult r =
+        d.moduleLoadDataEx(&m, module.ptx.c_str(), 4, options, values);
+    if (r != CUDA_SUCCESS) {
+      errorLog.back() = 0;
+      Status s = driverError(r, "cuModuleLoadDataEx (generated PTX, " +
+                                    std::to_string(module.ptx.size()) +
+                                    " bytes)");
+      return Status(StatusCode::InvalidArgument,
+                    s.message() + "; JIT log: " +
+                        (errorLog[0] ? errorLog.data() : "(empty)"));
+    }
+    auto it = modules_.emplace(module.hash,
+                               std::make_pair(module.ptx, Loaded()));
+    loaded = &it->second.second;
+    loaded->module = m;
+  }
+  auto f = loaded->functions.find(name);
+  if (f != loaded->functions.end())
+    return f->second;
+  CUfunction fn = nullptr;
+  const CUresult r = d.moduleGetFunction(&fn, loaded->module, name.c_str());
+  if (r != CUDA_SUCCESS)
+    return driverError(r, "cuModuleGetFunction(" + name + ")");
+  loaded->functions.emplace(name, fn);
+  return fn;
+}
+
+Status CodegenModules::launch(CUfunction f, const std::string &name,
+                              unsigned grid, unsigned block, void **params,
+                              cudaStream_t stream) {
+  const Driver &d = driver();
+  MLART_RETURN_IF_ERROR(d.status);
+  const CUresult r = d.launchKernel(f, grid, 1, 1, block, 1, 1, 0,
+                                    reinterpret_cast<CUstream>(stream), params,
+                                    nullptr);
+  if (r != CUDA_SUCCESS)
+    return driverError(r, "cuLaunchKernel(" + name + ", " +
+                              std::to_string(grid) + " x " +
+                              std::to_string(block) + ")");
+  std::lock_guard<std::mutex> lock(mu_);
+  ++launches_;
+  return Status::success();
+}
+
+size_t CodegenModules::loadedModules() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return modules_.size();
+}
+
+uint64_t CodegenModules::launches() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return launches_;
+}
+
+namespace {
+
+/// One memref argument in MLIR's default calling convention.
+struct MemrefArg {
+  void *allocated = nullptr;
+  void *aligned = nullptr;
+  int64_t offset = 0;
+  int64_t size = 0;
+  int64_t stride = 1;
+};
+
+bool aligned16(const TensorRef &t) {
+  if (!t.present())
+    return true;
+  const int64_t es = int64_t(dtypeSize(t.dtype));
+  if (reinterpret_cast<uintptr_t>(t.data) % 16 != 0 ||
+      t.strides[t.rank - 1] != 1)
+    return false;
+  for (int d = 0; d + 1 < t.rank; ++d)
+    if ((t.strides[d] * es) % 16 != 0)
+      return false;
+  return true;
+}
+
+Status checkRopeOperands(const RopeCacheUpdateArgs &a) {
+  using namespace mlart::cpu;
+  MLART_RETURN_IF_ERROR(checkRopeStyle(a.style));
+  MLART_RETURN_IF_ERROR(checkRopeOperand(a.kPe, "k_pe", true, false));
+  MLART_RETURN_IF_ERROR(checkIndexTensor(a.positions, "positions"));
+  MLART_RETURN_IF_ERROR(checkTensor(a.cosSin, "cos_sin", 2));
+  if (a.cosSin.dtype != DType::F32 || a.cosSin.sizes[1] != a.kPe.sizes[1] ||
+      a.cosSin.strides[1] != 1)
+    return invalidArgument("cos_sin must be f32 [max_pos, rope] with unit "
+                           "inner stride, got " + a.cosSin.describe());
+  if (a.positions.sizes[0] != a.kPe.sizes[0])
+    return invalidArgument("positions has " +
+                           std::to_string(a.positions.sizes[0]) +
+                           " entries for " + std::to_string(a.kPe.sizes[0]) +
+                           " tokens");
+  if (a.qPe.present()) {
+    MLART_RETURN_IF_ERROR(checkRopeOperand(a.qPe, "q_pe", false, true));
+    if (a.qPe.sizes[0] != a.kPe.sizes[0] || a.qPe.sizes[2] != a.kPe.sizes[1] ||
+        a.qPe.dtype != a.kPe.dtype)
+      return invalidArgument("q_pe " + a.qPe.describe() +
+                             " does not match k_pe " + a.kPe.describe());
+  }
+  return Status::success();
+}
+
+} // namespace
+
+Status codegenCacheWrite(CudaContext &ctx, CodegenModules &modules,
+                         const CodegenModule &module,
+                         const CodegenKernel &kernel,
+                         const RopeCacheUpdateArgs &a, cudaStream_t stream) {
+  const bool rope = kernel.op == Opcode::RopeCacheUpdate;
+  MLART_RETURN_IF_ERROR(
+      cpu::checkCacheWriteShapes(a.kvC, a.kPe, a.slotMapping, a.cache));
+  if (rope)
+    MLART_RETURN_IF_ERROR(checkRopeOperands(a));
+
+  // The kernel must have been generated for exactly these operands.
+  CodegenSignature sig;
+  sig.op = kernel.op;
+  sig.layout = a.cache.desc.layout;
+  sig.cacheDType = a.cache.desc.dtype;
+  sig.latentRank = a.cache.desc.latentRank;
+  sig.ropeDim = a.cache.desc.ropeDim;
+  sig.input = a.kvC.dtype;
+  sig.slots = a.slotMapping.dtype;
+  if (rope) {
+    sig.style = a.style;
+    sig.positions = a.positions.dtype;
+    sig.rotatesQ = a.qPe.present() && a.qPe.sizes[1] > 0;
+  }
+  const std::string expected = codegenKernelName(sig);
+  if (kernel.name != expected || a.kPe.dtype != a.kvC.dtype)
+    return invalidArgument("generated kernel '" + kernel.name +
+                           "' does not match its operands (they need '" +
+                           expected + "')");
+
+  // Where the generated kernel does not apply, the library kernel runs
+  // (same results): checked mode, rows that are not 16-byte aligned, and a
+  // separate k_pe_out (the compiler never asks for one).
+  const bool fallback = a.cache.writeProtect || a.kPeOut.present() ||
+                        !aligned16(a.kvC) || !aligned16(a.kPe) ||
+                        !aligned16(a.qPe) ||
+                        reinterpret_cast<uintptr_t>(a.cache.data) % 16 != 0;
+  if (fallback)
+    return rope ? ropeCacheUpdate(ctx, a, stream)
+                : cacheUpdate(ctx, {a.kvC, a.kPe, a.slotMapping, a.cache},
+                              stream);
+
+  const int64_t T = a.kvC.sizes[0], N = a.slotMapping.sizes[0];
+  const int64_t tokens = rope ? T : std::min(T, N);
+  if (tokens == 0 || (!rope && N == 0))
+    return Status::success();
+  if (T > INT_MAX)
+    return invalidArgument("too many tokens for one call");
+  MLART_ASSIGN_OR_RETURN(CUfunction fn, modules.function(module, kernel.name));
+
+  std::unique_lock<std::mutex> lock(ctx.recordMutex, std::defer_lock);
+  if (ctx.synchronousChecks) {
+    lock.lock();
+    MLART_RETURN_IF_ERROR(resetRecord(ctx, stream));
+  }
+  auto mem = [](const TensorRef &t) {
+    MemrefArg m;
+    m.allocated = m.aligned = t.data;
+    return m;
+  };
+  MemrefArg mems[kCodegenMemrefArgs] = {
+      mem(a.kvC), mem(a.kPe), mem(a.slotMapping), MemrefArg(),
+      mem(a.positions), mem(a.cosSin), mem(a.qPe), MemrefArg(), MemrefArg()};
+  mems[3].allocated = mems[3].aligned = a.cache.data;
+  mems[7].allocated = mems[7].aligned = &ctx.deviceRecord->badSlotIndex;
+  mems[8].allocated = mems[8].aligned = &ctx.deviceRecord->badPosIndex;
+  const bool q = rope && a.qPe.present();
+  int64_t scalars[kCodegenScalarArgs] = {
+      T,
+      N,
+      a.kvC.strides[0],
+      a.kPe.strides[0],
+      a.slotMapping.strides[0],
+      a.cache.desc.numSlots(),
+      rope ? a.positions.strides[0] : 0,
+      rope ? a.cosSin.strides[0] : 0,
+      rope ? a.cosSin.sizes[0] : 0,
+      q ? a.qPe.strides[0] : 0,
+      q ? a.qPe.strides[1] : 0,
+      q ? a.qPe.sizes[1] : 0};
+  void *params[kCodegenMemrefArgs * 5 + kCodegenScalarArgs];
+  int n = 0;
+  for (MemrefArg &m : mems) {
+    params[n++] = &m.allocated;
+    params[n++] = &m.aligned;
+    params[n++] = &m.offset;
+    params[n++] = &m.size;
+    params[n++] = &m.stride;
+  }
+  for (int64_t &s : scalars)
+    params[n++] = &s;
+  // Enough blocks for the rows, and for the q_pe items, which the kernel
+  // strides over the whole grid (docs/codegen.md).
+  int64_t grid = (tokens + kernel.tokensPerBlock - 1) / kernel.tokensPerBlock;
+  if (q) {
+    const int64_t items = T * a.qPe.sizes[1] * (a.cache.desc.ropeDim / 16);
+    grid = std::max(grid, std::min<int64_t>(
+                              (items + kernel.blockThreads - 1) /
+                                  kernel.blockThreads,
+                              int64_t(ctx.smCount) * 16));
+  }
+  MLART_RETURN_IF_ERROR(modules.launch(fn, kernel.name, unsigned(grid),
+                                       kernel.blockThreads, params, stream));
+  if (!ctx.synchronousChecks)
+    return Status::success();
+  return readRecord(ctx, stream, &a.slotMapping, rope ? &a.positions : nullptr,
+                    a.cache.desc.blockSize, a.cache.desc.numSlots(), nullptr);
+}
+
+} // namespace mlart::cuda

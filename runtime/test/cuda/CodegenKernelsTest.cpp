@@ -1,0 +1,344 @@
+//===- CodegenKernelsTest.cpp - Generated vs library cache-write kernels --===//
+//
+// The compiler-generated kernels of the fixture artifact (Inputs/
+// codegen-kernels.mlir, compiled by the top-level build or named by
+// MLART_CODEGEN_ARTIFACT) must write caches, k_pe and q_pe bit-identical to
+// the library kernels on fresh random inputs, report bad slots and
+// positions, refuse kernels that do not match their operands, and report
+// the driver's log for PTX it rejects.
+//
+//===----------------------------------------------------------------------===//
+#include "CudaTestUtil.h"
+
+#include "mlart/Codegen.h"
+#include "mlart/KVCache.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <numeric>
+
+namespace mlart::cudatest {
+namespace {
+
+/// The fixture artifact, or null with the reason.
+const Artifact *fixture(std::string &why) {
+  static std::string reason;
+  static std::unique_ptr<Artifact> artifact = [] {
+    std::string path;
+    if (const char *env = std::getenv("MLART_CODEGEN_ARTIFACT"))
+      path = env;
+#ifdef MLART_CODEGEN_ARTIFACT
+    if (path.empty())
+      path = MLART_CODEGEN_ARTIFACT;
+#endif
+    if (path.empty()) {
+      reason = "no codegen fixture (set MLART_CODEGEN_ARTIFACT to "
+               "codegen-kernels.mlaa built by the top-level build)";
+      return std::unique_ptr<Artifact>();
+    }
+    StatusOr<Artifact> a = Artifact::loadFile(path);
+    if (!a.ok()) {
+      reason = a.status().toString();
+      return std::unique_ptr<Artifact>();
+    }
+    return std::make_unique<Artifact>(std::move(a).value());
+  }();
+  why = reason;
+  return artifact.get();
+}
+
+#define REQUIRE_FIXTURE()                                                      \
+  REQUIRE_GPU();                                                               \
+  std::string fixtureWhy_;                                                     \
+  const Artifact *art = fixture(fixtureWhy_);                                  \
+  if (!art)                                                                    \
+  GTEST_SKIP() << fixtureWhy_
+
+const CodegenKernel *findKernel(const Artifact &a, const CodegenSignature &s) {
+  const std::string name = codegenKernelName(s);
+  for (const CodegenKernel &k : a.kernels())
+    if (k.name == name)
+      return &k;
+  ADD_FAILURE() << "the fixture has no kernel " << name;
+  return nullptr;
+}
+
+struct Case {
+  CodegenSignature sig;
+  int64_t T, N, Hq;
+};
+
+constexpr int64_t kBlocks = 96, kBlockSize = 16, kMaxPos = 512;
+
+/// One write: the same random inputs twice on the device.
+struct Inputs {
+  KVCacheDesc desc;
+  Arr kv, kPe, slots, pos, cs, q;
+  std::vector<uint8_t> cacheInit;
+
+  Inputs(CudaDevice *dev, const Case &c)
+      : kv(dev, DType::BF16, {c.T, 576}), kPe(dev, DType::BF16, {c.T, 64}),
+        slots(dev, c.sig.slots, {c.N}), pos(dev, c.sig.positions, {c.T}),
+        cs(dev, DType::F32, {kMaxPos, 64}),
+        q(dev, DType::BF16, {c.T, std::max<int64_t>(c.Hq, 1), 64}) {
+    desc.numBlocks = kBlocks;
+    desc.blockSize = kBlockSize;
+    desc.latentRank = 512;
+    desc.ropeDim = 64;
+    desc.layout = c.sig.layout;
+    desc.dtype = c.sig.cacheDType;
+    // Wide value range: exercises fp8 saturation-free rounding and tiles
+    // with very different scales.
+    kv.random(-4.0f, 4.0f);
+    for (int64_t t = 0; t < c.T; t += 5) // some tiny tiles
+      for (int64_t i = 0; i < 128; ++i)
+        kv.set(t * 576 + i, kv.get(t * 576 + i) * 1e-6f);
+    kPe.random(-2.0f, 2.0f);
+    cs.random(-1.0f, 1.0f);
+    q.random(-2.0f, 2.0f);
+    std::vector<int64_t> perm(size_t(kBlocks * kBlockSize));
+    std::iota(perm.begin(), perm.end(), 0);
+    std::shuffle(perm.begin(), perm.end(), rng());
+    std::uniform_int_distribution<int64_t> p(0, kMaxPos - 1);
+    std::uniform_int_distribution<int> neg(0, 9);
+    for (int64_t i = 0; i < c.N; ++i) {
+      // Token 0 always writes, so every case changes the cache.
+      const int64_t s = (i > 0 && neg(rng()) == 0) ? -1 : perm[size_t(i)];
+      if (c.sig.slots == DType::I32)
+        reinterpret_cast<int32_t *>(slots.host.data())[i] = int32_t(s);
+      else
+        reinterpret_cast<int64_t *>(slots.host.data())[i] = s;
+    }
+    for (int64_t t = 0; t < c.T; ++t) {
+      if (c.sig.positions == DType::I32)
+        reinterpret_cast<int32_t *>(pos.host.data())[t] = int32_t(p(rng()));
+      else
+        reinterpret_cast<int64_t *>(pos.host.data())[t] = p(rng());
+    }
+    cacheInit.resize(size_t(desc.numSlots() * desc.rowBytes()));
+    std::uniform_int_distribution<int> byte(0, 255);
+    for (uint8_t &b : cacheInit)
+      b = uint8_t(byte(rng()));
+  }
+
+  void upload(CudaDevice *dev) {
+    kv.up(dev);
+    kPe.up(dev);
+    slots.up(dev);
+    pos.up(dev);
+    cs.up(dev);
+    q.up(dev);
+  }
+
+  RopeCacheUpdateArgs args(const Case &c, KVCache &cache) {
+    RopeCacheUpdateArgs a;
+    a.kvC = kv.d();
+    a.kvC.sizes[1] = 512; // the latent part of the [T, 576] rows
+    a.kPe = kPe.d();
+    a.slotMapping = slots.d();
+    a.cache = cache.ref();
+    if (c.sig.op == Opcode::RopeCacheUpdate) {
+      a.positions = pos.d();
+      a.cosSin = cs.d();
+      a.style = c.sig.style;
+      if (c.sig.rotatesQ)
+        a.qPe = q.d();
+    }
+    return a;
+  }
+};
+
+struct Result {
+  std::vector<uint8_t> cache, kPe, q;
+};
+
+/// Runs the write through the library (kernel == null) or the generated
+/// kernel, on identical inputs, and returns what it wrote.
+Result run(CudaDevice *dev, const Case &c, Inputs &in, const Artifact *art,
+           const CodegenKernel *kernel) {
+  in.upload(dev);
+  StatusOr<KVCache> cache = KVCache::create(*dev, in.desc);
+  EXPECT_TRUE(cache.ok()) << cache.status().toString();
+  if (!cache.ok())
+    return {};
+  EXPECT_TRUE(cache->writeBytes(0, in.cacheInit.data(), in.cacheInit.size()).ok());
+  RopeCacheUpdateArgs a = in.args(c, *cache);
+  Status s;
+  if (kernel) {
+    const uint64_t before = dev->codegenLaunches();
+    s = dev->launchCodegenCacheWrite(art->modules()[kernel->module], *kernel, a,
+                                     nullptr);
+    EXPECT_EQ(dev->codegenLaunches(), before + 1) << "the generated kernel "
+                                                     "did not run";
+  } else if (c.sig.op == Opcode::RopeCacheUpdate) {
+    s = dev->kernels().ropeCacheUpdate(a, nullptr);
+  } else {
+    s = dev->kernels().cacheUpdate({a.kvC, a.kPe, a.slotMapping, a.cache},
+                                   nullptr);
+  }
+  EXPECT_TRUE(s.ok()) << s.toString();
+  EXPECT_TRUE(dev->synchronize(nullptr).ok());
+  Result r;
+  r.cache.resize(in.cacheInit.size());
+  EXPECT_TRUE(cache->readBytes(0, r.cache.data(), r.cache.size()).ok());
+  r.kPe = in.kPe.down(dev);
+  r.q = in.q.down(dev);
+  return r;
+}
+
+std::vector<Case> cases() {
+  std::vector<Case> out;
+  auto sig = [](Opcode op, CacheLayout layout, DType slots, RopeStyle style,
+                DType pos, bool q) {
+    CodegenSignature s;
+    s.op = op;
+    s.layout = layout;
+    s.cacheDType = layout == CacheLayout::Plain ? DType::BF16 : DType::F8E4M3FN;
+    s.latentRank = 512;
+    s.ropeDim = 64;
+    s.slots = slots;
+    s.style = style;
+    s.positions = pos;
+    s.rotatesQ = q;
+    return s;
+  };
+  const CodegenSignature sigs[] = {
+      sig(Opcode::CacheUpdate, CacheLayout::Plain, DType::I64, RopeStyle::NeoX,
+          DType::I64, false),
+      sig(Opcode::RopeCacheUpdate, CacheLayout::Plain, DType::I32,
+          RopeStyle::GptJ, DType::I64, false),
+      sig(Opcode::RopeCacheUpdate, CacheLayout::Plain, DType::I64,
+          RopeStyle::NeoX, DType::I32, true),
+      sig(Opcode::CacheUpdate, CacheLayout::Fp8DsMla, DType::I64,
+          RopeStyle::NeoX, DType::I64, false),
+      sig(Opcode::RopeCacheUpdate, CacheLayout::Fp8DsMla, DType::I64,
+          RopeStyle::GptJ, DType::I64, true)};
+  for (const CodegenSignature &s : sigs)
+    for (auto [T, N, Hq] : {std::tuple<int64_t, int64_t, int64_t>{1, 1, 16},
+                            {7, 5, 16},
+                            {64, 64, 128},
+                            {300, 297, 3},
+                            {1500, 1500, 16}})
+      out.push_back({s, T, N, s.rotatesQ ? Hq : 0});
+  return out;
+}
+
+TEST(CudaCodegen, MatchesTheLibraryBitForBit) {
+  REQUIRE_FIXTURE();
+  for (const Case &c : cases()) {
+    SCOPED_TRACE(codegenKernelName(c.sig) + " T=" + std::to_string(c.T) +
+                 " N=" + std::to_string(c.N) + " Hq=" + std::to_string(c.Hq));
+    const CodegenKernel *k = findKernel(*art, c.sig);
+    ASSERT_NE(k, nullptr);
+    Inputs in(dev, c);
+    const Result lib = run(dev, c, in, art, nullptr);
+    const Result gen = run(dev, c, in, art, k);
+    ASSERT_FALSE(lib.cache.empty());
+    EXPECT_TRUE(lib.cache == gen.cache) << "cache bytes differ";
+    EXPECT_TRUE(lib.kPe == gen.kPe) << "rotated k_pe differs";
+    EXPECT_TRUE(lib.q == gen.q) << "rotated q_pe differs";
+    // The write did something: rows with a valid slot changed.
+    EXPECT_FALSE(gen.cache == in.cacheInit);
+  }
+}
+
+TEST(CudaCodegen, BadSlotsAndPositionsAreReported) {
+  REQUIRE_FIXTURE();
+  Case c = cases()[5]; // rope gptj plain, T = 1
+  c.T = c.N = 8;
+  const CodegenKernel *k = findKernel(*art, c.sig);
+  ASSERT_NE(k, nullptr);
+  {
+    Inputs in(dev, c);
+    reinterpret_cast<int32_t *>(in.slots.host.data())[3] =
+        int32_t(kBlocks * kBlockSize + 7);
+    in.upload(dev);
+    StatusOr<KVCache> cache = KVCache::create(*dev, in.desc);
+    ASSERT_TRUE(cache.ok());
+    Status s = dev->launchCodegenCacheWrite(art->modules()[k->module], *k,
+                                            in.args(c, *cache), nullptr);
+    EXPECT_EQ(s.code(), StatusCode::OutOfRange) << s.toString();
+    EXPECT_NE(s.message().find("slot_mapping[3] = 1543"), std::string::npos)
+        << s.toString();
+  }
+  {
+    Inputs in(dev, c);
+    reinterpret_cast<int64_t *>(in.pos.host.data())[6] = kMaxPos;
+    in.upload(dev);
+    StatusOr<KVCache> cache = KVCache::create(*dev, in.desc);
+    ASSERT_TRUE(cache.ok());
+    Status s = dev->launchCodegenCacheWrite(art->modules()[k->module], *k,
+                                            in.args(c, *cache), nullptr);
+    EXPECT_EQ(s.code(), StatusCode::OutOfRange) << s.toString();
+    EXPECT_NE(s.message().find("positions[6] = 512"), std::string::npos)
+        << s.toString();
+  }
+  // The device is still usable.
+  Inputs in(dev, c);
+  const Result lib = run(dev, c, in, art, nullptr);
+  const Result gen = run(dev, c, in, art, k);
+  EXPECT_TRUE(lib.cache == gen.cache);
+}
+
+TEST(CudaCodegen, RefusesAKernelGeneratedForOtherOperands) {
+  REQUIRE_FIXTURE();
+  Case c = cases()[0]; // plain bf16 update, i64 slots
+  const CodegenKernel *k = findKernel(*art, c.sig);
+  ASSERT_NE(k, nullptr);
+  c.sig.layout = CacheLayout::Fp8DsMla;
+  c.sig.cacheDType = DType::F8E4M3FN;
+  Inputs in(dev, c);
+  in.upload(dev);
+  StatusOr<KVCache> cache = KVCache::create(*dev, in.desc);
+  ASSERT_TRUE(cache.ok());
+  Status s = dev->launchCodegenCacheWrite(art->modules()[k->module], *k,
+                                          in.args(c, *cache), nullptr);
+  EXPECT_EQ(s.code(), StatusCode::InvalidArgument);
+  EXPECT_NE(s.message().find("does not match its operands"), std::string::npos)
+      << s.toString();
+}
+
+TEST(CudaCodegen, RejectedPtxReportsTheDriverLog) {
+  REQUIRE_FIXTURE();
+  Case c = cases()[0];
+  const CodegenKernel *k = findKernel(*art, c.sig);
+  ASSERT_NE(k, nullptr);
+  CodegenModule bad;
+  bad.ptx = ".version 8.0\n.target sm_90a\n.address_size 64\n.visible .entry " +
+            k->name + "()\n{\n\tnot_an_instruction %r1;\n\tret;\n}\n";
+  bad.hash = fnv1a64(bad.ptx.data(), bad.ptx.size());
+  Inputs in(dev, c);
+  in.upload(dev);
+  StatusOr<KVCache> cache = KVCache::create(*dev, in.desc);
+  ASSERT_TRUE(cache.ok());
+  Status s = dev->launchCodegenCacheWrite(bad, *k, in.args(c, *cache), nullptr);
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("cuModuleLoadDataEx"), std::string::npos)
+      << s.toString();
+  EXPECT_NE(s.message().find("JIT log"), std::string::npos) << s.toString();
+  // A good module still loads and runs afterwards.
+  const Result gen = run(dev, c, in, art, k);
+  EXPECT_FALSE(gen.cache.empty());
+}
+
+TEST(CudaCodegen, ModulesAreLoadedOncePerDevice) {
+  REQUIRE_FIXTURE();
+  Case c = cases()[0];
+  const CodegenKernel *k = findKernel(*art, c.sig);
+  ASSERT_NE(k, nullptr);
+  Inputs in(dev, c);
+  (void)run(dev, c, in, art, k);
+  const size_t loaded = dev->codegenModulesLoaded();
+  CodegenModule copy = art->modules()[k->module]; // same text, new object
+  in.upload(dev);
+  StatusOr<KVCache> cache = KVCache::create(*dev, in.desc);
+  ASSERT_TRUE(cache.ok());
+  ASSERT_TRUE(
+      dev->launchCodegenCacheWrite(copy, *k, in.args(c, *cache), nullptr).ok());
+  EXPECT_EQ(dev->codegenModulesLoaded(), loaded);
+}
+
+} // namespace
+} // namespace mlart::cudatest
