@@ -57,12 +57,6 @@ public:
 
 private:
   friend class Device;
-
-/// Opaque instantiated graph (cudaGraphExec_t on CUDA).
-using GraphHandle = void *;
-
-/// Checks the arguments of Device::copyView (shared by the devices).
-Status checkCopyView(const TensorRef &src, const TensorRef &dst);
   Buffer(Device *device, void *data, size_t size)
       : device_(device), data_(data), size_(size) {}
 
@@ -89,12 +83,6 @@ public:
 
 private:
   friend class Device;
-
-/// Opaque instantiated graph (cudaGraphExec_t on CUDA).
-using GraphHandle = void *;
-
-/// Checks the arguments of Device::copyView (shared by the devices).
-Status checkCopyView(const TensorRef &src, const TensorRef &dst);
   Stream(Device *device, StreamHandle handle)
       : device_(device), handle_(handle) {}
 

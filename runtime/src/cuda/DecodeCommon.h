@@ -10,7 +10,51 @@
 
 #include "cuda/CudaCommon.h"
 
+#include <algorithm>
+#include <cstdint>
+
 namespace mlart::cuda {
+
+/// Query/key width (latent 512 + rope 64), value width, tokens a KV tile.
+constexpr int kD = 576, kDv = 512, kTile = 64;
+/// Most splits of one sequence (the combine kernel's shared array).
+constexpr int kMaxSplits = 128;
+
+/// Time model of a split-KV decode launch with one CTA per SM, in a unit of
+/// the caller's choice: waves x (tiles a split x tileCost + ctaCost), plus
+/// for more than one split combineCost and the f32 partials
+/// (partialBytesPerCta per CTA and split, at bytesPerCost).
+struct SplitCostModel {
+  double tileCost, ctaCost, combineCost;
+  int64_t partialBytesPerCta = 0;
+  double bytesPerCost = 1.0;
+};
+
+/// The split count (1..kMaxSplits, at least two tiles a split) that
+/// minimises `model` for `ctas` CTAs a split over sequences of maxLen tokens.
+inline int chooseDecodeSplits(int smCount, int64_t ctas, int64_t maxLen,
+                              const SplitCostModel &model) {
+  const int64_t base = std::max<int64_t>(1, ctas);
+  const int64_t tiles = std::max<int64_t>(1, (maxLen + kTile - 1) / kTile);
+  const int64_t maxS = std::min<int64_t>(kMaxSplits,
+                                         std::max<int64_t>(1, tiles / 2));
+  const int64_t sms = std::max(1, smCount);
+  int64_t best = 1;
+  double bestCost = 1e30;
+  for (int64_t s = 1; s <= maxS; ++s) {
+    const double waves = double((base * s + sms - 1) / sms);
+    double cost =
+        waves * (double((tiles + s - 1) / s) * model.tileCost + model.ctaCost);
+    if (s > 1)
+      cost += model.combineCost +
+              double(base * s * model.partialBytesPerCta) / model.bytesPerCost;
+    if (cost < bestCost) {
+      bestCost = cost;
+      best = s;
+    }
+  }
+  return int(best);
+}
 
 struct CacheView {
   const uint8_t *data;

@@ -65,7 +65,7 @@ __device__ __forceinline__ float warpSum(float v) {
 }
 
 // --- Fast path: tensor-core split-KV decode. ---------------------------------
-constexpr int kD = 576, kDv = 512, kTile = 64, kHeads = 16, kThreadsTc = 128;
+constexpr int kHeads = 16, kThreadsTc = 128;
 constexpr int kRowEl = kD + 8; // padded smem row (1168 bytes): no bank conflicts
 constexpr int kPRow = kTile + 8;
 constexpr int kChunksPerRow = kD * 2 / 16; // 72
@@ -424,7 +424,6 @@ __global__ void __launch_bounds__(kThreadsTc, 1)
   }
 }
 
-constexpr int kMaxSplits = 128;
 
 /// Merges the splits of one (sequence, head): weights exp(lse_s - max),
 /// computed once per split into shared memory; each thread then combines 4
@@ -614,20 +613,9 @@ int decodeSplitHeuristic(int smCount, int64_t batch, int64_t headGroups,
   // fill, epilogue), plus ~1 tile for the combine launch when split.
   // Minimising that avoids a last, mostly idle wave (B=64, H=16, L=4096
   // on 132 SMs: 5 splits = 320 CTAs = 2.4 waves; 2 splits = 1 wave).
-  const int64_t base = std::max<int64_t>(1, batch * headGroups);
-  const int64_t tiles = (maxLen + kTile - 1) / kTile;
-  const int64_t maxS = std::max<int64_t>(1, std::min<int64_t>(kMaxSplits, tiles / 2));
-  const int64_t sm = std::max(1, smCount);
-  int64_t best = 1, bestCost = INT64_MAX;
-  for (int64_t s = 1; s <= maxS; ++s) {
-    const int64_t waves = (base * s + sm - 1) / sm;
-    const int64_t cost = waves * ((tiles + s - 1) / s + 2) + (s > 1 ? 1 : 0);
-    if (cost < bestCost) {
-      bestCost = cost;
-      best = s;
-    }
-  }
-  return int(best);
+  return chooseDecodeSplits(smCount, batch * headGroups, maxLen,
+                            SplitCostModel{/*tileCost=*/1.0, /*ctaCost=*/2.0,
+                                           /*combineCost=*/1.0});
 }
 
 Status decodeAttention(CudaContext &ctx, const DecodeAttentionArgs &a,

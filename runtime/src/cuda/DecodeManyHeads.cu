@@ -33,7 +33,7 @@ namespace mlart::cuda {
 namespace {
 
 constexpr float kLn2M = 0.6931471805599453f;
-constexpr int kD = 576, kDv = 512, kTile = 64, kThreads = 256;
+constexpr int kThreads = 256;
 constexpr int kChunks = kD * 2 / 16;          // 72 16-byte units per row
 constexpr uint32_t kChunkBytes = 64 * 128;    // one 64-column chunk, 64 rows
 constexpr uint32_t kTileBytes = 9 * kChunkBytes; // 73728
@@ -527,30 +527,16 @@ __global__ void __launch_bounds__(kThreads, 1)
 
 int decodeSplitHeuristicMany(int smCount, int64_t batch, int64_t headGroups,
                              int64_t maxLen) {
-  // One CTA per SM. Estimated time (us) of s splits: waves(s) x (tiles per
-  // split x ~4 us + ~6 us of per-CTA prologue/epilogue; measured on the
-  // H200, 2026-12-02), plus for s > 1
-  // the f32 partials (written and read back by the combine: 4 KB per head
-  // and split) at ~3 TB/s and ~5 us for the combine launch. (A model that
+  // In us (measured on the H200, 2026-12-02): ~4 a tile, ~6 of per-CTA
+  // prologue/epilogue, ~5 for the combine launch, and the f32 partials
+  // (4 KB a head and split, written and read back) at ~3 TB/s. (A model that
   // ignored the partial traffic picked s = 64 at B = 128, L = 8192: 2.1 GB
   // of partials, 2.7 ms instead of ~1.)
-  const int64_t base = std::max<int64_t>(1, batch * headGroups);
-  const int64_t tiles = std::max<int64_t>(1, (maxLen + kTile - 1) / kTile);
-  const int64_t sms = std::max(1, smCount);
-  int64_t best = 1;
-  double bestCost = 1e30;
-  const int64_t maxS = std::min<int64_t>(128, std::max<int64_t>(1, tiles / 2));
-  for (int64_t s = 1; s <= maxS; ++s) {
-    const double waves = double((base * s + sms - 1) / sms);
-    double cost = waves * (double((tiles + s - 1) / s) * 4.0 + 6.0);
-    if (s > 1)
-      cost += 5.0 + double(base * kManyHeads * s) * 4096.0 / 3e6;
-    if (cost < bestCost) {
-      bestCost = cost;
-      best = s;
-    }
-  }
-  return int(best);
+  return chooseDecodeSplits(
+      smCount, batch * headGroups, maxLen,
+      SplitCostModel{/*tileCost=*/4.0, /*ctaCost=*/6.0, /*combineCost=*/5.0,
+                     /*partialBytesPerCta=*/int64_t(kManyHeads) * 4096,
+                     /*bytesPerCost=*/3e6});
 }
 
 Status launchDecodeManyHeads(const DecodeParams &p, int64_t batch,
