@@ -1,7 +1,8 @@
 #!/bin/bash
 # GPU run of the CUDA backend: tests, bench, compute-sanitizer. Logs in $OUT.
-# Copy this script, mlart-cuda-tests and mla-bench (built with cmake -S runtime)
-# into one folder on the GPU machine and run it there; OUT= names the log folder.
+# scripts/gpu/prepare.sh fills a folder with this script and the binaries;
+# run it there on the GPU machine. OUT= names the log folder; NO_BENCH=1 skips
+# the benchmark, NO_SAN=1 the sanitizers; MEM_FILTER= narrows memcheck.
 cd "$(dirname "$0")"
 OUT=${OUT:-/tmp/gpu-out}; mkdir -p $OUT
 nvidia-smi -L; nvidia-smi --query-gpu=driver_version,clocks.sm,clocks.mem --format=csv
@@ -13,8 +14,10 @@ timeout ${T_TESTS:-150} ./mlart-cuda-tests > $OUT/tests.log 2>&1; echo "tests rc
 grep -E "FAILED|Failure|error|Expected|Which is|expected" $OUT/tests.log | head -40
 MLART_DECODE_VARIANT=0 timeout 60 ./mlart-cuda-tests --gtest_filter='*Decode*' > $OUT/tests-v0.log 2>&1; echo "tests (decode variant 0) rc=$?" | tee -a $OUT/summary.txt
 MLART_DECODE_MANY=force timeout 60 ./mlart-cuda-tests --gtest_filter="*Decode*" > $OUT/tests-many.log 2>&1; echo "tests (decode many-heads forced) rc=$?" | tee -a $OUT/summary.txt
+if [ -z "$NO_BENCH" ]; then
 timeout ${T_BENCH:-200} ./mla-bench $OUT/bench.json ${BENCH_ARGS} 2>&1 | tee $OUT/bench.log; echo "bench rc=${PIPESTATUS[0]}" | tee -a $OUT/summary.txt
 MLART_DECODE_VARIANT=0 timeout 90 ./mla-bench $OUT/bench-v0.json --decode-only 2>&1 | tee $OUT/bench-v0.log; echo "bench v0 rc=${PIPESTATUS[0]}" | tee -a $OUT/summary.txt
+fi
 if [ -z "$NO_SAN" ]; then
 timeout ${T_MEM:-150} compute-sanitizer --tool memcheck --error-exitcode 9 ./mlart-cuda-tests ${MEM_FILTER} > $OUT/memcheck.log 2>&1; echo "memcheck rc=$?" | tee -a $OUT/summary.txt
 timeout ${T_RACE:-80} compute-sanitizer --tool racecheck --error-exitcode 9 ./mlart-cuda-tests --gtest_filter='Grid/CudaDecode.MatchesCpu/0:Grid/CudaDecode.MatchesCpu/2:CudaRopeCacheUpdate.*:CudaPrefill.*' > $OUT/racecheck.log 2>&1; echo "racecheck rc=$?" | tee -a $OUT/summary.txt

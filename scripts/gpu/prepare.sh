@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Prepares a folder to carry to the GPU machine (the device tool): the CUDA
+# test and bench binaries, mla-run, the codegen fixture, the run scripts and
+# DeepSeek-V2-Lite decode-step artifacts compiled here (the GPU machine has
+# no MLIR).
+#   scripts/gpu/prepare.sh BUILD_DIR OUT_DIR
+# Then on the GPU machine: OUT_DIR/gpu-all.sh (see that script).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+build=$(cd "$1" && pwd)
+out=$2
+mkdir -p "$out"
+bin=$build/bin
+cp "$build/runtime/test/mlart-cuda-tests" "$build/runtime/bench/mla-bench" \
+   "$bin/mla-run" "$build/test/codegen-kernels.mlaa" "$out/"
+cp "$root/runtime/bench/gpu-run.sh" "$root/scripts/gpu/gpu-step.sh" \
+   "$root/scripts/gpu/gpu-all.sh" "$out/"
+
+gen() { "$bin/mla-gen" --model=deepseek-v2-lite "$@"; }
+compile() { # compile IN.mlir OUT.mlaa [pipeline options]
+  "$bin/mla-opt" "$1" -mla-decode-pipeline="target=cuda-sm90 $3" |
+    "$bin/mla-translate" --mla-to-artifact -o "$2"
+}
+unopt='eliminate=false fuse-quant=false fuse-rope=false lift-q-prep=false schedule=none kernels=library'
+tmp=$(mktemp -d)
+# 1 layer, B=8: correctness against the float64 reference and the unoptimized compile.
+gen --layers=1 --batch=8 --max-blocks-per-seq=4 --max-position=1024 -o "$tmp/l1.mlir"
+compile "$tmp/l1.mlir" "$out/l1.cg.mlaa" "kernels=codegen"
+compile "$tmp/l1.mlir" "$out/l1.lib.mlaa" "kernels=library"
+compile "$tmp/l1.mlir" "$out/l1.ref.mlaa" "$unopt"
+# All 27 layers, B=4 (with per-layer outputs for the per-layer check).
+gen --batch=4 --max-blocks-per-seq=4 --max-position=512 --layer-outputs -o "$tmp/l27.mlir"
+compile "$tmp/l27.mlir" "$out/l27.cg.mlaa" "kernels=codegen"
+compile "$tmp/l27.mlir" "$out/l27.ref.mlaa" "$unopt"
+# The timed step: 1 layer, B=64, L~4096.
+gen --layers=1 --batch=64 --max-blocks-per-seq=65 --max-position=8192 -o "$tmp/b64.mlir"
+compile "$tmp/b64.mlir" "$out/b64.cg.mlaa" "kernels=codegen"
+compile "$tmp/b64.mlir" "$out/b64.lib.mlaa" "kernels=library"
+rm -rf "$tmp"
+ls -la "$out"
