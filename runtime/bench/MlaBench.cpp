@@ -294,7 +294,7 @@ int main(int argc, char **argv) {
     else if (std::string(argv[i]).rfind("--decode-h=", 0) == 0)
       decodeH = std::atoi(argv[i] + 11); // only this head count
     else if (std::string(argv[i]).rfind("--decode-b=", 0) == 0)
-      decodeB = std::atoi(argv[i] + 11); // only this batch
+      decodeB = std::atoi(argv[i] + 11); // only this batch (any value)
     else if (std::string(argv[i]).rfind("--decode-l=", 0) == 0)
       decodeL = std::atoll(argv[i] + 11); // only this length (any value)
     else if (std::string(argv[i]) == "--no-ceilings")
@@ -546,8 +546,9 @@ int main(int argc, char **argv) {
   // Decode attention.
   for (int H : {16, 128})
     if (!cacheOnly)
-    for (int64_t B : {1, 32, 128})
-      if ((!decodeH || decodeH == H) && (!decodeB || decodeB == B))
+    for (int64_t B : decodeB ? std::vector<int64_t>{decodeB}
+                             : std::vector<int64_t>{1, 32, 128})
+      if (!decodeH || decodeH == H)
       for (int64_t L : decodeL ? std::vector<int64_t>{decodeL}
                                : std::vector<int64_t>{1024, 8192}) {
         if (noH128 && H == 128 && B * L > 32 * 1024)
