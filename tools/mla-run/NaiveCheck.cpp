@@ -48,7 +48,7 @@ checkAgainstNaive(const NaiveStep &step,
   };
 
   NaiveCheck check;
-  MLART_ASSIGN_OR_RETURN(std::vector<double> want, naiveDecodeStep(step));
+  MLART_ASSIGN_OR_RETURN(std::vector<double> want, runNaiveStep(step));
   if (want.size() != size)
     return invalidArgument("hidden_states_out has the wrong size");
   check.endToEnd = relativeToContribution(toDouble(out->second), want, x0);
@@ -56,7 +56,7 @@ checkAgainstNaive(const NaiveStep &step,
   const size_t layers = step.caches.size();
   if (layers > 1) {
     MLART_ASSIGN_OR_RETURN(std::vector<double> rounded,
-                           naiveDecodeStep(step, Residual::RoundedToBF16));
+                           runNaiveStep(step, Residual::RoundedToBF16));
     check.bf16Floor = relativeToContribution(rounded, want, x0);
   }
 
@@ -78,7 +78,7 @@ checkAgainstNaive(const NaiveStep &step,
       return invalidArgument(attentionOutputName(layer) +
                              " has the wrong size");
     std::vector<double> layerWant = layerInput;
-    MLART_RETURN_IF_ERROR(naiveDecodeLayer(step, layer, layerWant));
+    MLART_RETURN_IF_ERROR(runNaiveLayer(step, layer, layerWant));
     for (size_t i = 0; i < size; ++i)
       layerWant[i] -= layerInput[i];
     double rel = relativeToContribution(toDouble(got), layerWant, zeros);

@@ -1,8 +1,9 @@
 //===- NaiveCheck.h - Compare a step's outputs with the naive reference ---===//
 //
-// How far a compiled decode step is from the float64 non-absorbed reference,
-// measured on what the layers add to the residual stream (the stream itself
-// would dominate the norm and hide attention errors):
+// How far a compiled step (decode or prefill) is from the float64
+// non-absorbed reference, measured on what the layers add to the residual
+// stream (the stream itself would dominate the norm and hide attention
+// errors):
 //
 //   ||out - ref|| / ||ref - in||
 //

@@ -1,10 +1,13 @@
 //===- NaiveReference.h - Float64 non-absorbed DeepSeek attention step ----===//
 //
-// An independent reference for a decode step that mla-gen generated: it
-// knows nothing of the compiler. Keys and values are decompressed with
-// W_UK / W_UV (the MHA form the model was trained in, not the absorbed
-// latent form the kernels use), everything is computed in double, and the
-// cache is only read for the earlier context.
+// An independent reference for a decode or prefill step that mla-gen
+// generated: it knows nothing of the compiler. Keys and values are
+// decompressed with W_UK / W_UV (the MHA form the model was trained in, not
+// the absorbed latent form the kernels use), everything is computed in
+// double, and the cache is only read for each request's earlier context; the
+// step's own tokens come from its inputs. Token i of a request's new tokens
+// attends causally to the context and to new tokens 0..i, so a decode step
+// is the case of one new token a request.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MLA_RUN_NAIVEREFERENCE_H
@@ -29,6 +32,12 @@ struct HostTensorView {
   double at(int64_t i) const {
     return double(mlart::loadAsFloat(data, dtype, size_t(i)));
   }
+  int64_t numElements() const {
+    int64_t n = 1;
+    for (int64_t s : sizes)
+      n *= s;
+    return n;
+  }
 };
 
 /// One layer's cache as it was before the step.
@@ -38,7 +47,8 @@ struct CacheSnapshot {
   std::vector<uint8_t> bytes;
 };
 
-/// Everything the reference needs, by mla-gen's argument names.
+/// Everything the reference needs, by mla-gen's argument names. A prefill
+/// step has query_start_loc; a decode step has one token a request.
 struct NaiveStep {
   std::map<std::string, HostTensorView> tensors;
   std::vector<CacheSnapshot> caches; ///< layer order
@@ -48,12 +58,12 @@ struct NaiveStep {
 };
 
 /// Runs layer `layer` of the step on `x` ([tokens, hidden], row-major), in
-/// place: x += o_proj(attention(x)). The layer's new cache row comes from
+/// place: x += o_proj(attention(x)). The step's new cache rows come from
 /// `x`, earlier rows from the layer's cache snapshot.
-mlart::Status naiveDecodeLayer(const NaiveStep &step, size_t layer,
-                               std::vector<double> &x);
+mlart::Status runNaiveLayer(const NaiveStep &step, size_t layer,
+                            std::vector<double> &x);
 
-/// How `naiveDecodeStep` carries the residual stream between layers.
+/// How `runNaiveStep` carries the residual stream between layers.
 enum class Residual {
   Exact,        ///< double throughout
   RoundedToBF16 ///< rounded to bf16 after every layer, as a bf16 model stores
@@ -63,7 +73,7 @@ enum class Residual {
 /// All layers from hidden_states: the step's output (hidden_states_out,
 /// row-major) in double.
 mlart::StatusOr<std::vector<double>>
-naiveDecodeStep(const NaiveStep &step, Residual residual = Residual::Exact);
+runNaiveStep(const NaiveStep &step, Residual residual = Residual::Exact);
 
 } // namespace mlarun
 

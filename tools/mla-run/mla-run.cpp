@@ -6,7 +6,9 @@
 // per-op time table. With --reference it runs a second artifact (e.g. the
 // same model compiled without the optimizing passes) on identical inputs and
 // copies of the caches and reports the largest relative output error and any
-// cache difference; a mismatch makes the exit code non-zero.
+// cache difference; with --naive it checks every step, including the decode
+// steps after a prefill (--decode-artifact), against a float64 reference. A
+// mismatch makes the exit code non-zero.
 //
 // The runtime alone: no MLIR here.
 //
@@ -19,6 +21,7 @@
 
 #include "NaiveCheck.h"
 #include "NaiveReference.h"
+#include "NaiveReport.h"
 #include "NpyIO.h"
 
 #ifdef MLA_RUN_HAVE_CUDA
@@ -73,9 +76,10 @@ int usage() {
                "  --per-op  time every op (synchronizes after each one, so "
                "the step time includes that); default on for cpu, off for "
                "cuda\n"
-               "  --naive  also compare with a float64 non-absorbed reference "
-               "(decode steps of mla-gen models); compares the attention "
-               "layers' contribution, output - input\n"
+               "  --naive  also compare every step with a float64 "
+               "non-absorbed reference (decode and prefill steps of mla-gen "
+               "models, and the decode steps of --decode-artifact); compares "
+               "the attention layers' contribution, output - input\n"
                "  --softmax-scale X  the model's scale for --naive (default: "
                "the artifact's)\n"
                "  --input NAME=FILE.npy  bind buffer NAME's data from a .npy "
@@ -191,6 +195,9 @@ public:
   StatusOr<std::vector<KVCache>> cloneCaches() const;
 
   std::vector<KVCache> &caches() { return caches_; }
+  const Artifact &artifact() const { return *artifact_; }
+  /// The artifact is a prefill step (it has query_start_loc).
+  bool isPrefill() const { return prefill_; }
   std::map<std::string, DeviceTensor> &tensors() { return tensors_; }
   /// Takes over `prefill`'s caches, block manager and requests (whose
   /// prompts are committed) to run `artifact`, a decode step, next; weights
@@ -573,7 +580,8 @@ StatusOr<std::vector<float>> readOutput(Device &device, const DeviceTensor &t) {
 void stepScalars(const Artifact &artifact, mlarun::NaiveStep &step) {
   bool scale = false, eps = false, style = false;
   for (const Instruction &inst : artifact.instructions()) {
-    if (!scale && inst.opcode == Opcode::DecodeAttention) {
+    if (!scale && (inst.opcode == Opcode::DecodeAttention ||
+                   inst.opcode == Opcode::PrefillAttention)) {
       step.softmaxScale = inst.floatAttr;
       scale = true;
     } else if (!eps && inst.opcode == Opcode::RmsNorm) {
@@ -585,6 +593,56 @@ void stepScalars(const Artifact &artifact, mlarun::NaiveStep &step) {
       style = true;
     }
   }
+}
+
+/// Every output of the step `harness` ran, as host floats.
+StatusOr<std::map<std::string, std::vector<float>>> readOutputs(Device &device,
+                                                               Harness &harness) {
+  std::map<std::string, std::vector<float>> outputs;
+  for (auto &[name, t] : harness.tensors())
+    if (t.decl.role == BufferRole::Output) {
+      StatusOr<std::vector<float>> v = readOutput(device, t);
+      if (!v.ok())
+        return Status(v.status().code(),
+                      "reading " + name + ": " + v.status().message());
+      outputs[name] = std::move(v).value();
+    }
+  return outputs;
+}
+
+/// What the naive reference needs for the step `harness` has prepared: its
+/// host data and a copy of the caches as they are now, before the step runs
+/// (the reference must read what the compiled step read).
+StatusOr<mlarun::NaiveStep> snapshotForNaive(Harness &harness,
+                                             const Options &options) {
+  mlarun::NaiveStep step;
+  for (auto &[name, t] : harness.tensors()) {
+    mlarun::HostTensorView view;
+    view.dtype = t.decl.dtype;
+    view.sizes.assign(t.decl.sizes, t.decl.sizes + t.decl.rank);
+    view.data = t.host.data();
+    step.tensors[name] = view;
+  }
+  for (KVCache &cache : harness.caches()) {
+    mlarun::CacheSnapshot snap;
+    snap.desc = cache.desc();
+    snap.scale = cache.scale();
+    snap.bytes.resize(cache.sizeBytes());
+    MLART_RETURN_IF_ERROR(
+        cache.readBytes(0, snap.bytes.data(), snap.bytes.size()));
+    step.caches.push_back(std::move(snap));
+  }
+  stepScalars(harness.artifact(), step);
+  if (options.naiveSoftmaxScale > 0)
+    step.softmaxScale = options.naiveSoftmaxScale;
+  return step;
+}
+
+/// Compares the step `harness` just ran with the reference on `step`.
+StatusOr<mlarun::NaiveCheck> checkStep(Device &device, Harness &harness,
+                                       const mlarun::NaiveStep &step) {
+  MLART_ASSIGN_OR_RETURN(auto outputs, readOutputs(device, harness));
+  return mlarun::checkAgainstNaive(step, outputs);
 }
 
 /// --dump-output: the step's hidden_states_out as float32 .npy.
@@ -600,9 +658,20 @@ Status dumpOutput(Device &device, Harness &harness, const std::string &path) {
       path, std::vector<int64_t>(decl.sizes, decl.sizes + decl.rank), values);
 }
 
+/// What the decode steps after a prefill did.
+struct DecodePhase {
+  double medianSeconds = 0.0;
+  int64_t changedCacheBytes = 0;
+  mlarun::NaiveReport naive;
+
+  explicit DecodePhase(double tolerance) : naive("decode", tolerance) {}
+};
+
 /// --decode-artifact: continues `prefill`'s requests with decode steps on
-/// its caches and block manager. Returns the exit code.
-int runDecodePhase(Device &device, const Options &options, Harness &prefill) {
+/// its caches and block manager, each checked with --naive. Returns the exit
+/// code of a failure (not of a mismatch), 0 when the steps ran.
+int runDecodePhase(Device &device, const Options &options, Harness &prefill,
+                   DecodePhase &result) {
   StatusOr<Artifact> artifact = Artifact::loadFile(options.decodeArtifact);
   if (!artifact.ok())
     return fail("loading " + options.decodeArtifact, artifact.status());
@@ -627,6 +696,13 @@ int runDecodePhase(Device &device, const Options &options, Harness &prefill) {
   for (int step = 0; step < options.decodeSteps; ++step) {
     if (Status s = harness.prepareStep(step); !s.ok())
       return fail("preparing decode step " + std::to_string(step), s);
+    mlarun::NaiveStep naiveStep;
+    if (options.naive) {
+      StatusOr<mlarun::NaiveStep> snap = snapshotForNaive(harness, options);
+      if (!snap.ok())
+        return fail("reading caches", snap.status());
+      naiveStep = std::move(snap).value();
+    }
     auto start = std::chrono::steady_clock::now();
     if (Status s = executor.value().run(); !s.ok())
       return fail("decode step " + std::to_string(step), s);
@@ -635,28 +711,30 @@ int runDecodePhase(Device &device, const Options &options, Harness &prefill) {
     seconds.push_back(std::chrono::duration<double>(
                           std::chrono::steady_clock::now() - start)
                           .count());
+    if (options.naive) {
+      StatusOr<mlarun::NaiveCheck> check =
+          checkStep(device, harness, naiveStep);
+      if (!check.ok())
+        return fail("naive reference, decode step " + std::to_string(step),
+                    check.status());
+      result.naive.add(step, check.value());
+    }
     if (Status s = harness.finishStep(); !s.ok())
       return fail("committing decode step " + std::to_string(step), s);
   }
   if (!options.dumpOutput.empty())
     if (Status s = dumpOutput(device, harness, options.dumpOutput); !s.ok())
       return fail("--dump-output", s);
-  int64_t changed = 0;
   for (size_t i = 0; i < harness.caches().size(); ++i) {
     std::vector<uint8_t> after(harness.caches()[i].sizeBytes());
     if (Status s = harness.caches()[i].readBytes(0, after.data(), after.size());
         !s.ok())
       return fail("reading caches", s);
     for (size_t k = 0; k < after.size(); ++k)
-      changed += after[k] != before[i][k];
+      result.changedCacheBytes += after[k] != before[i][k];
   }
   std::sort(seconds.begin(), seconds.end());
-  std::printf("decode after prefill: %d steps of %s, step time (median): "
-              "%.3f ms\n",
-              options.decodeSteps, options.decodeArtifact.c_str(),
-              seconds[seconds.size() / 2] * 1e3);
-  std::printf("cache bytes changed by the decode steps: %lld\n",
-              (long long)changed);
+  result.medianSeconds = seconds[seconds.size() / 2];
   return 0;
 }
 
@@ -756,7 +834,8 @@ int main(int argc, char **argv) {
 
   std::vector<double> stepSeconds;
   double maxRelError = 0.0;
-  mlarun::NaiveCheck naive;
+  mlarun::NaiveReport naive(harness.isPrefill() ? "prefill" : "decode",
+                            options.tolerance);
   int64_t differingCacheBytes = 0;
   for (int step = 0; step < options.steps; ++step) {
     if (Status s = harness.prepareStep(step); !s.ok())
@@ -764,26 +843,10 @@ int main(int argc, char **argv) {
     // The independent reference reads the caches as they were before.
     mlarun::NaiveStep naiveStep;
     if (options.naive) {
-      for (auto &[name, t] : harness.tensors()) {
-        mlarun::HostTensorView view;
-        view.dtype = t.decl.dtype;
-        view.sizes.assign(t.decl.sizes, t.decl.sizes + t.decl.rank);
-        view.data = t.host.data();
-        naiveStep.tensors[name] = view;
-      }
-      for (KVCache &cache : harness.caches()) {
-        mlarun::CacheSnapshot snap;
-        snap.desc = cache.desc();
-        snap.scale = cache.scale();
-        snap.bytes.resize(cache.sizeBytes());
-        if (Status s = cache.readBytes(0, snap.bytes.data(), snap.bytes.size());
-            !s.ok())
-          return fail("reading caches", s);
-        naiveStep.caches.push_back(std::move(snap));
-      }
-      stepScalars(artifact.value(), naiveStep);
-      if (options.naiveSoftmaxScale > 0)
-        naiveStep.softmaxScale = options.naiveSoftmaxScale;
+      StatusOr<mlarun::NaiveStep> snap = snapshotForNaive(harness, options);
+      if (!snap.ok())
+        return fail("reading caches", snap.status());
+      naiveStep = std::move(snap).value();
     }
     const bool replay = options.graph && step > 0;
     if (replay && !executor.value().hasGraph()) {
@@ -811,21 +874,11 @@ int main(int argc, char **argv) {
       if (Status s = device->checkErrors(stream); !s.ok())
         return fail("step " + std::to_string(step) + " (graph replay)", s);
     if (options.naive) {
-      std::map<std::string, std::vector<float>> outputs;
-      for (auto &[name, t] : harness.tensors())
-        if (t.decl.role == BufferRole::Output) {
-          StatusOr<std::vector<float>> v = readOutput(*device, t);
-          if (!v.ok())
-            return fail("reading " + name, v.status());
-          outputs[name] = std::move(v).value();
-        }
       StatusOr<mlarun::NaiveCheck> check =
-          mlarun::checkAgainstNaive(naiveStep, outputs);
+          checkStep(*device, harness, naiveStep);
       if (!check.ok())
         return fail("naive reference", check.status());
-      // Keep the worst step.
-      if (!(check.value().gated() <= naive.gated()) || step == 0)
-        naive = check.value();
+      naive.add(step, check.value());
     }
     if (!options.dumpOutput.empty() && options.decodeArtifact.empty() &&
         step + 1 == options.steps)
@@ -833,14 +886,12 @@ int main(int argc, char **argv) {
         return fail("--dump-output", s);
     if (reference) {
       // Keep the optimized outputs, then run the reference on the same data.
-      std::map<std::string, std::vector<float>> outputs;
-      for (auto &[name, t] : harness.tensors())
-        if (t.decl.role == BufferRole::Output) {
-          StatusOr<std::vector<float>> v = readOutput(*device, t);
-          if (!v.ok())
-            return fail("reading " + name, v.status());
-          outputs[name] = std::move(v).value();
-        }
+      StatusOr<std::map<std::string, std::vector<float>>> read =
+          readOutputs(*device, harness);
+      if (!read.ok())
+        return fail("reading outputs", read.status());
+      std::map<std::string, std::vector<float>> outputs =
+          std::move(read).value();
       // Poison again so an output the reference fails to write shows up.
       for (auto &[name, t] : harness.tensors())
         if (t.decl.role == BufferRole::Output)
@@ -902,37 +953,8 @@ int main(int argc, char **argv) {
     total += entry.second;
   bool mismatch = (reference && (!(maxRelError <= options.tolerance) ||
                                  differingCacheBytes != 0)) ||
-                  (options.naive && !(naive.gated() <= options.tolerance));
-  if (options.json) {
-    std::printf("{\"artifact\": \"%s\", \"device\": \"%s\", \"steps\": %d, "
-                "\"graph\": %s, \"timed_steps\": %d, "
-                "\"step_ms_median\": %.4f, \"ops\": {",
-                options.artifact.c_str(), options.device.c_str(),
-                options.steps, graphTimed ? "true" : "false", timedSteps,
-                median * 1e3);
-    bool first = true;
-    for (auto &[name, entry] : perOp) {
-      std::printf("%s\"%s\": {\"calls\": %lld, \"ms\": %.4f}",
-                  first ? "" : ", ", name.c_str(), (long long)entry.first,
-                  entry.second * 1e3);
-      first = false;
-    }
-    std::printf("}");
-    if (reference)
-      std::printf(", \"max_rel_error\": %.3e, \"cache_bytes_differing\": %lld",
-                  maxRelError, (long long)differingCacheBytes);
-    if (options.naive) {
-      std::printf(", \"naive_max_rel_error\": %.3e, "
-                  "\"naive_end_to_end_rel_error\": %.3e, "
-                  "\"naive_bf16_floor\": %.3e",
-                  naive.gated(), naive.endToEnd, naive.bf16Floor);
-      if (naive.perLayer)
-        std::printf(", \"naive_worst_layer\": %lld",
-                    (long long)naive.worstLayer);
-    }
-    std::printf(", \"cache_bytes_changed\": %lld, \"ok\": %s}\n",
-                (long long)changedCacheBytes, mismatch ? "false" : "true");
-  } else {
+                  (options.naive && !naive.ok());
+  if (!options.json) {
     if (timePerOp) {
       std::printf("%-20s %8s %12s %7s\n", "op", "calls", "time (ms)",
                   "share");
@@ -958,23 +980,7 @@ int main(int argc, char **argv) {
                   (unsigned long long)cuda->codegenLaunches(),
                   cuda->codegenModulesLoaded());
 #endif
-    if (options.naive) {
-      // ||out - ref|| / ||ref - input||: what the layers add.
-      std::printf("vs float64 non-absorbed reference, end to end: relative "
-                  "error %.3e",
-                  naive.endToEnd);
-      if (naive.bf16Floor > 0)
-        std::printf(" (a bf16 residual stream alone: %.3e)", naive.bf16Floor);
-      std::printf("\n");
-      if (naive.perLayer)
-        std::printf("vs float64 non-absorbed reference, layer by layer: worst "
-                    "relative error %.3e (layer %lld)\n",
-                    naive.perLayerMax, (long long)naive.worstLayer);
-      std::printf("naive check (%s, tolerance %.1e) -> %s\n",
-                  naive.perLayer ? "per layer" : "end to end",
-                  options.tolerance,
-                  naive.gated() <= options.tolerance ? "OK" : "MISMATCH");
-    }
+    naive.printText(stdout);
     if (reference)
       std::printf("vs reference: max relative error %.3e (tolerance %.1e), "
                   "cache bytes differing %lld -> %s\n",
@@ -985,7 +991,58 @@ int main(int argc, char **argv) {
     std::fprintf(options.json ? stderr : stdout,
                  "prefix cache: hits %lld blocks\n",
                  (long long)harness.prefixHitBlocks());
-  if (!options.decodeArtifact.empty() && !mismatch)
-    return runDecodePhase(*device, options, harness);
+
+  // After a prefill that passed its checks, the decode steps (checked too).
+  DecodePhase decode(options.tolerance);
+  const bool decoded = !options.decodeArtifact.empty() && !mismatch;
+  if (!options.decodeArtifact.empty() && mismatch && !options.json)
+    std::printf("decode after prefill: not run (the prefill step failed its "
+                "check)\n");
+  if (decoded) {
+    if (int rc = runDecodePhase(*device, options, harness, decode))
+      return rc;
+    mismatch = !decode.naive.ok();
+    if (!options.json) {
+      std::printf("decode after prefill: %d steps of %s, step time (median): "
+                  "%.3f ms\n",
+                  options.decodeSteps, options.decodeArtifact.c_str(),
+                  decode.medianSeconds * 1e3);
+      std::printf("cache bytes changed by the decode steps: %lld\n",
+                  (long long)decode.changedCacheBytes);
+      decode.naive.printText(stdout);
+    }
+  }
+
+  if (options.json) {
+    std::printf("{\"artifact\": \"%s\", \"device\": \"%s\", \"steps\": %d, "
+                "\"graph\": %s, \"timed_steps\": %d, "
+                "\"step_ms_median\": %.4f, \"ops\": {",
+                options.artifact.c_str(), options.device.c_str(),
+                options.steps, graphTimed ? "true" : "false", timedSteps,
+                median * 1e3);
+    bool first = true;
+    for (auto &[name, entry] : perOp) {
+      std::printf("%s\"%s\": {\"calls\": %lld, \"ms\": %.4f}",
+                  first ? "" : ", ", name.c_str(), (long long)entry.first,
+                  entry.second * 1e3);
+      first = false;
+    }
+    std::printf("}");
+    if (reference)
+      std::printf(", \"max_rel_error\": %.3e, \"cache_bytes_differing\": %lld",
+                  maxRelError, (long long)differingCacheBytes);
+    std::printf(", \"cache_bytes_changed\": %lld",
+                (long long)changedCacheBytes);
+    if (decoded)
+      std::printf(", \"decode_after_prefill\": {\"artifact\": \"%s\", "
+                  "\"steps\": %d, \"step_ms_median\": %.4f, "
+                  "\"cache_bytes_changed\": %lld}",
+                  options.decodeArtifact.c_str(), options.decodeSteps,
+                  decode.medianSeconds * 1e3,
+                  (long long)decode.changedCacheBytes);
+    if (options.naive)
+      mlarun::printNaiveJson(stdout, {&naive, &decode.naive});
+    std::printf(", \"ok\": %s}\n", mismatch ? "false" : "true");
+  }
   return mismatch ? 1 : 0;
 }
