@@ -85,10 +85,21 @@ struct DecodeParams {
 
 /// Heads per CTA of the many-heads path (DecodeManyHeads.cu).
 constexpr int kManyHeads = 64;
-/// Fewest (sequence, 64-head group) pairs for which the many-heads path is
-/// chosen: below it the 16-head kernel spreads over more SMs. Tests force
-/// the many-heads path with MLART_DECODE_MANY=force.
+/// When the many-heads path is chosen over the 16-head kernel, by the
+/// (sequence, 64-head group) pairs and the 64-token tiles per sequence.
+/// Measured on the H200 at H=128 (docs/performance.md, 2026-12-03): from 8
+/// groups on it wins or ties at every length; with 4 groups (B=2) it wins
+/// only on long sequences (L=8192: 30 vs 45 us; L=1024: 16 vs 13 us); with
+/// 2 (B=1) the 16-head kernel, spread over more SMs, is as fast or faster.
+/// Tests force either path with MLART_DECODE_MANY=force / =0.
 constexpr int64_t kManyMinGroups = 8;
+constexpr int64_t kManyMinGroupsLong = 4;
+constexpr int64_t kManyMinGroupTiles = 384;
+inline bool preferManyHeads(int64_t groups, int64_t tilesPerSeq) {
+  return groups >= kManyMinGroups ||
+         (groups >= kManyMinGroupsLong &&
+          groups * tilesPerSeq >= kManyMinGroupTiles);
+}
 
 /// Launches the many-heads decode kernel (bf16, latent 512 + rope 64, H a
 /// multiple of 64, power-of-two block size) over a (H/64, splits, B) grid.

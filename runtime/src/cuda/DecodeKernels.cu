@@ -721,10 +721,10 @@ Status decodeAttention(CudaContext &ctx, const DecodeAttentionArgs &a,
   }();
   const bool manyEnabled = manyMode != 0;
   // With few (sequence, 64-head) groups the 16-head kernel keeps more SMs
-  // busy (H=128 B=1: 17 us vs 22 us on the H200).
+  // busy (measured thresholds: preferManyHeads in DecodeCommon.h).
   const bool many =
       manyEnabled && H % kManyHeads == 0 &&
-      (manyMode == 2 || B * (H / kManyHeads) >= kManyMinGroups);
+      (manyMode == 2 || preferManyHeads(B * (H / kManyHeads), maxTiles));
   int splits = a.numSplits > 0
                    ? int(std::min<int64_t>(
                          std::min<int64_t>(a.numSplits, maxTiles), kMaxSplits))
