@@ -50,6 +50,11 @@ struct DeviceErrorRecord {
   int badSeqIndex;    ///< paged read: sequence with a bad length / block id
   int badScale;      // quantize: the scale is not finite and > 0
   unsigned long long refusedRows; ///< rows refused by checked mode
+  /// The separate validation kernel's own state: blocks OR their verdict
+  /// into validateBad and count themselves in validateDone; the last block
+  /// publishes callFailed and resets both, so no memset precedes a call.
+  int validateBad;
+  unsigned validateDone;
 };
 
 class Blas;

@@ -110,6 +110,32 @@ INSTANTIATE_TEST_SUITE_P(
                       UpdateCase{CacheLayout::Fp8DsMla, DType::BF16, 90, 90, 64, true},
                       UpdateCase{CacheLayout::Fp8DsMla, DType::F16, 1500, 1400, 16, false}));
 
+// Large pre-validated updates take the flat 16-byte copy kernel: kv_c and
+// k_pe as strided views of one kv_a row (the compiled step's layout), fewer
+// slots than tokens, f32 and bf16, every block size.
+TEST(CudaCacheUpdateLarge, StridedViewsMatchCpuBitForBit) {
+  REQUIRE_GPU();
+  for (DType dt : {DType::BF16, DType::F32})
+    for (int64_t bs : {16, 64}) {
+      const int64_t tokens = 9000, mapped = 8500;
+      Cache cache(dev, CacheLayout::Plain, dt, 2 * tokens / bs + 3, bs);
+      Arr kvA = randomArr(dev, dt, {tokens, 576}, -3, 3);
+      Arr slots = slotArr(dev, randomSlots(mapped, cache.desc.numSlots()), true);
+      auto split = [&](TensorRef t, int64_t off, int64_t n) {
+        t.data = static_cast<uint8_t *>(t.data) + off * int64_t(dtypeSize(dt));
+        t.sizes[1] = n;
+        return t;
+      };
+      CacheUpdateArgs h{split(kvA.h(), 0, 512), split(kvA.h(), 512, 64), slots.h(), cache.h()};
+      CacheUpdateArgs g{split(kvA.d(), 0, 512), split(kvA.d(), 512, 64), slots.d(), cache.d()};
+      ASSERT_TRUE(cpu().cacheUpdate(h, nullptr).ok());
+      Status s = dev->kernels().cacheUpdate(g, nullptr);
+      ASSERT_TRUE(s.ok()) << s.message();
+      EXPECT_TRUE(cache.bytes.down(dev) == cache.bytes.host)
+          << "cache differs from the CPU reference (" << dtypeName(dt) << ", bs " << bs << ")";
+    }
+}
+
 // Out-of-range slots (device data) are caught on the device: error status,
 // the cache untouched -- for the inline check (small) and the separate
 // validation kernel (large).
