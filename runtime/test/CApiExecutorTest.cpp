@@ -138,6 +138,27 @@ TEST(CApiExecutor, LoadBindRunThroughTheCHeader) {
   EXPECT_EQ(log,
             (std::vector<std::string>{"0:add:sum", "1:cache_update:write"}));
 
+  // A stream of its own device works; one of another device is refused
+  // before any instruction runs.
+  mlart_stream *stream = nullptr;
+  ASSERT_EQ(mlart_stream_create(dev, &stream), nullptr);
+  ASSERT_EQ(mlart_executor_run(exec, stream), nullptr);
+  EXPECT_EQ(log.size(), 4u);
+  mlart_device *otherDev = nullptr;
+  ASSERT_EQ(mlart_device_create_cpu(&otherDev), nullptr);
+  mlart_stream *foreign = nullptr;
+  ASSERT_EQ(mlart_stream_create(otherDev, &foreign), nullptr);
+  {
+    CStatus s(mlart_executor_run(exec, foreign));
+    EXPECT_EQ(s.code(), MLART_STATUS_INVALID_ARGUMENT);
+    EXPECT_EQ(s.message(),
+              "mlart_executor_run: the stream belongs to another device");
+  }
+  EXPECT_EQ(log.size(), 4u);
+  mlart_stream_destroy(foreign);
+  mlart_device_destroy(otherDev);
+  mlart_stream_destroy(stream);
+
   // The same sum through the direct kernel entry point.
   mlart_tensor te =
       mlart_tensor_contiguous(expected.data(), MLART_DTYPE_F32, 2, sizes);

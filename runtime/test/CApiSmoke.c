@@ -8,6 +8,8 @@
  * message of the last error status seen into `msg`. */
 int mlart_capi_smoke_c(char *msg, size_t cap) {
   mlart_device *dev = NULL;
+  mlart_device *gpu = NULL;
+  mlart_stream *stream = NULL;
   mlart_kv_cache *cache = NULL;
   mlart_block_manager *bm = NULL;
   mlart_status st;
@@ -24,8 +26,23 @@ int mlart_capi_smoke_c(char *msg, size_t cap) {
   msg[0] = '\0';
   if (mlart_device_create_cpu(&dev) != NULL)
     return 1;
-  if (strcmp(mlart_device_kind_name(dev), "cpu") != 0)
+  if (strcmp(mlart_device_kind_name(dev), "cpu") != 0) {
+    mlart_device_destroy(dev);
     return 2;
+  }
+  /* Refused by either provider of the CUDA device. */
+  st = mlart_device_create_cuda(-1, &gpu);
+  if (mlart_status_get_code(st) != MLART_STATUS_INVALID_ARGUMENT || gpu)
+    rc = 13;
+  mlart_status_free(st);
+  if (!rc && (st = mlart_stream_create(dev, &stream)) != NULL) {
+    mlart_status_free(st);
+    rc = 14;
+  }
+  if (rc) {
+    mlart_device_destroy(dev);
+    return rc;
+  }
 
   desc.num_blocks = 4;
   desc.block_size = 16;
@@ -35,6 +52,8 @@ int mlart_capi_smoke_c(char *msg, size_t cap) {
   desc.layout = MLART_CACHE_PLAIN;
   if ((st = mlart_kv_cache_create(dev, &desc, 1.0f, &cache)) != NULL) {
     mlart_status_free(st);
+    mlart_stream_destroy(stream);
+    mlart_device_destroy(dev);
     return 3;
   }
   for (i = 0; i < 2 * 512; ++i)
@@ -64,11 +83,14 @@ int mlart_capi_smoke_c(char *msg, size_t cap) {
       rc = 6;
 
   slots[1] = -1;
-  if (!rc && (st = mlart_cache_update(dev, &args, NULL)) != NULL) {
+  if (!rc && (st = mlart_cache_update(dev, &args, stream)) != NULL) {
     mlart_status_free(st);
     rc = 7;
   }
-  if (!rc && mlart_kv_cache_read_bytes(cache, 5 * 1152, row, sizeof row) != NULL)
+  if (!rc && mlart_stream_synchronize(stream) != NULL)
+    rc = 15;
+  if (!rc && mlart_kv_cache_read_bytes_on(cache, 5 * 1152, row, sizeof row,
+                                          stream) != NULL)
     rc = 8;
   if (!rc && (row[0] != 0x80 || row[1] != 0x3f))
     rc = 9;
@@ -93,6 +115,7 @@ int mlart_capi_smoke_c(char *msg, size_t cap) {
 
   mlart_block_manager_destroy(bm);
   mlart_kv_cache_destroy(cache);
+  mlart_stream_destroy(stream);
   mlart_device_destroy(dev);
   return rc;
 }

@@ -77,16 +77,46 @@ mlart_tensor mlart_tensor_contiguous(void *data, mlart_dtype dtype,
 /*---- Devices and buffers ------------------------------------------------*/
 
 typedef struct mlart_device_s mlart_device;
+typedef struct mlart_stream_s mlart_stream;
 typedef struct mlart_buffer_s mlart_buffer;
 
 /** Creates the CPU reference device. */
 mlart_status mlart_device_create_cpu(mlart_device **out_device);
-/** Destroys a device; every buffer and cache of it must be gone. */
+/** Creates CUDA device `ordinal` (>= 0). MLART_STATUS_UNAVAILABLE when there
+ *  is no GPU or driver, or when the program was linked with
+ *  mlart_capi_nocuda instead of mlart_capi_cuda (see docs/runtime.md); an
+ *  ordinal past the last GPU is MLART_STATUS_INVALID_ARGUMENT. */
+mlart_status mlart_device_create_cuda(int ordinal, mlart_device **out_device);
+/** Destroys a device; every buffer, cache, stream and executor of it must be
+ *  gone. */
 void mlart_device_destroy(mlart_device *device);
 /** "cpu" or "cuda". */
 const char *mlart_device_kind_name(const mlart_device *device);
-/** Waits for the work queued on `stream` (NULL: everything). */
-mlart_status mlart_device_synchronize(mlart_device *device, void *stream);
+/** Waits for the work queued on `stream` (NULL: everything on the device). */
+mlart_status mlart_device_synchronize(mlart_device *device,
+                                      mlart_stream *stream);
+
+/*---- Streams ------------------------------------------------------------*/
+
+/* Every call that takes an `mlart_stream *` accepts NULL for the device's
+ * default stream, which on CUDA waits for the work queued on every stream
+ * of this API (they are created blocking). A stream must belong to the
+ * device of the call, else MLART_STATUS_INVALID_ARGUMENT. Kernels and the
+ * executor only queue work; use mlart_stream_synchronize before reading
+ * their results on the host other than through the blocking copies below. */
+
+/** Creates an execution stream of `device` (the CPU runs everything at call
+ *  time; its streams only name an order). */
+mlart_status mlart_stream_create(mlart_device *device,
+                                 mlart_stream **out_stream);
+/** Destroys a stream; queued work still completes. NULL is a no-op. Must
+ *  happen before the device is destroyed. */
+void mlart_stream_destroy(mlart_stream *stream);
+/** Blocks until the work queued on `stream` is done. */
+mlart_status mlart_stream_synchronize(mlart_stream *stream);
+/** The native handle (cudaStream_t on CUDA, NULL on the CPU), to order the
+ *  caller's own work against this stream. */
+void *mlart_stream_native_handle(const mlart_stream *stream);
 
 /** Allocates `bytes` of device memory. */
 mlart_status mlart_buffer_allocate(mlart_device *device, size_t bytes,
@@ -96,11 +126,20 @@ void mlart_buffer_free(mlart_buffer *buffer);
 /** Device address of the buffer (for mlart_tensor.data). */
 void *mlart_buffer_data(const mlart_buffer *buffer);
 size_t mlart_buffer_size(const mlart_buffer *buffer);
-/** Bounds-checked copies between host memory and the buffer. */
+/** Bounds-checked, blocking copies between host memory and the buffer on
+ *  the default stream: they return once the bytes have arrived, and are
+ *  ordered after the work queued on every stream of the device. */
 mlart_status mlart_buffer_write(mlart_buffer *buffer, size_t offset,
                                 const void *src, size_t bytes);
 mlart_status mlart_buffer_read(const mlart_buffer *buffer, size_t offset,
                                void *dst, size_t bytes);
+/** Same, ordered on `stream` only (NULL: as above); still blocking. */
+mlart_status mlart_buffer_write_on(mlart_buffer *buffer, size_t offset,
+                                   const void *src, size_t bytes,
+                                   mlart_stream *stream);
+mlart_status mlart_buffer_read_on(const mlart_buffer *buffer, size_t offset,
+                                  void *dst, size_t bytes,
+                                  mlart_stream *stream);
 
 /*---- Paged KV cache -----------------------------------------------------*/
 
@@ -133,11 +172,19 @@ void mlart_kv_cache_destroy(mlart_kv_cache *cache);
 size_t mlart_kv_cache_size_bytes(const mlart_kv_cache *cache);
 /** Bytes of one token row. */
 int64_t mlart_kv_cache_row_bytes(const mlart_kv_cache *cache);
-/** Raw byte access (tests, checkpoints). */
+/** Raw byte access (tests, checkpoints); blocking, like mlart_buffer_write
+ *  and mlart_buffer_read. */
 mlart_status mlart_kv_cache_write_bytes(mlart_kv_cache *cache, size_t offset,
                                         const void *src, size_t bytes);
 mlart_status mlart_kv_cache_read_bytes(const mlart_kv_cache *cache,
                                        size_t offset, void *dst, size_t bytes);
+/** Same, ordered on `stream` (NULL: the default stream); still blocking. */
+mlart_status mlart_kv_cache_write_bytes_on(mlart_kv_cache *cache, size_t offset,
+                                           const void *src, size_t bytes,
+                                           mlart_stream *stream);
+mlart_status mlart_kv_cache_read_bytes_on(const mlart_kv_cache *cache,
+                                          size_t offset, void *dst,
+                                          size_t bytes, mlart_stream *stream);
 /** Makes kernels writing this cache honour `manager`'s checked mode (its
  *  write-protect flags and refused-write counter); NULL detaches. The
  *  manager must outlive the attachment. */
@@ -311,35 +358,40 @@ typedef struct mlart_add_args {
   mlart_tensor out;
 } mlart_add_args;
 
-/* Each kernel runs on `device`'s kernel library; `stream` may be NULL. */
+/* Each kernel runs on `device`'s kernel library and is queued on `stream`
+ * (NULL: the default stream). */
 mlart_status mlart_cache_update(mlart_device *device,
                                 const mlart_cache_update_args *args,
-                                void *stream);
+                                mlart_stream *stream);
 mlart_status mlart_rope(mlart_device *device, const mlart_rope_args *args,
-                        void *stream);
+                        mlart_stream *stream);
 mlart_status mlart_rope_cache_update(mlart_device *device,
                                      const mlart_rope_cache_update_args *args,
-                                     void *stream);
+                                     mlart_stream *stream);
 mlart_status mlart_decode_attention(mlart_device *device,
                                     const mlart_decode_attention_args *args,
-                                    void *stream);
+                                    mlart_stream *stream);
 mlart_status mlart_prefill_attention(mlart_device *device,
                                      const mlart_prefill_attention_args *args,
-                                     void *stream);
+                                     mlart_stream *stream);
 mlart_status mlart_q_absorb(mlart_device *device,
-                            const mlart_q_absorb_args *args, void *stream);
+                            const mlart_q_absorb_args *args,
+                            mlart_stream *stream);
 mlart_status mlart_v_up(mlart_device *device, const mlart_v_up_args *args,
-                        void *stream);
+                        mlart_stream *stream);
 mlart_status mlart_q_concat(mlart_device *device,
-                            const mlart_q_concat_args *args, void *stream);
+                            const mlart_q_concat_args *args,
+                            mlart_stream *stream);
 mlart_status mlart_quantize(mlart_device *device,
-                            const mlart_quantize_args *args, void *stream);
+                            const mlart_quantize_args *args,
+                            mlart_stream *stream);
 mlart_status mlart_rms_norm(mlart_device *device,
-                            const mlart_rms_norm_args *args, void *stream);
+                            const mlart_rms_norm_args *args,
+                            mlart_stream *stream);
 mlart_status mlart_linear(mlart_device *device, const mlart_linear_args *args,
-                          void *stream);
+                          mlart_stream *stream);
 mlart_status mlart_add(mlart_device *device, const mlart_add_args *args,
-                       void *stream);
+                       mlart_stream *stream);
 
 /*---- Artifacts and the executor (see docs/artifact.md) -------------------*/
 
@@ -374,9 +426,10 @@ mlart_status mlart_executor_bind(mlart_executor *executor, const char *name,
  *  kept; rebind after changing it. */
 mlart_status mlart_executor_bind_cache(mlart_executor *executor,
                                        const char *name, mlart_kv_cache *cache);
-/** Runs the step on `stream` (NULL: default). Errors name the failing
- *  instruction: "instruction #6 cache_update (layer0.kv_update): ...". */
-mlart_status mlart_executor_run(mlart_executor *executor, void *stream);
+/** Queues the step on `stream` (NULL: default), a stream of the executor's
+ *  device. Errors name the failing instruction:
+ *  "instruction #6 cache_update (layer0.kv_update): ...". */
+mlart_status mlart_executor_run(mlart_executor *executor, mlart_stream *stream);
 
 /** Per-instruction timing: index, opcode name, location ("" if none) and
  *  host wall seconds including a device synchronize. */

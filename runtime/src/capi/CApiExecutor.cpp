@@ -9,6 +9,8 @@ struct mlart_artifact_s {
 
 struct mlart_executor_s {
   mlart::Executor executor;
+  /// The device it runs on, to check the stream of a run.
+  mlart::Device *device;
 };
 
 using namespace mlart;
@@ -66,7 +68,7 @@ mlart_status mlart_executor_create(mlart_device *device,
     *out_executor = nullptr;
     MLART_ASSIGN_OR_RETURN(
         Executor e, Executor::create(artifact->artifact, *device->device));
-    *out_executor = new mlart_executor_s{std::move(e)};
+    *out_executor = new mlart_executor_s{std::move(e), device->device.get()};
     return Status::success();
   });
 }
@@ -96,11 +98,15 @@ mlart_status mlart_executor_bind_cache(mlart_executor *executor,
   });
 }
 
-mlart_status mlart_executor_run(mlart_executor *executor, void *stream) {
+mlart_status mlart_executor_run(mlart_executor *executor,
+                                mlart_stream *stream) {
   return guarded([&]() -> Status {
     if (!executor)
       return nullArg("executor");
-    return executor->executor.run(stream);
+    StreamHandle h;
+    MLART_RETURN_IF_ERROR(capi::toStreamHandle(*executor->device, stream,
+                                               "mlart_executor_run", h));
+    return executor->executor.run(h);
   });
 }
 

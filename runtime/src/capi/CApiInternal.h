@@ -20,6 +20,12 @@ struct mlart_device_s {
   std::unique_ptr<mlart::Device> device;
 };
 
+struct mlart_stream_s {
+  mlart::Stream stream;
+  /// The device that created it (not owned); calls check they match.
+  mlart_device *device = nullptr;
+};
+
 struct mlart_buffer_s {
   mlart::Buffer buffer;
 };
@@ -58,6 +64,19 @@ Status toTensorRef(const mlart_tensor &t, const char *name, TensorRef &out);
 
 /// The kernel view of a C cache handle, with its checked-mode guard.
 Status toCacheRef(const mlart_kv_cache *cache, KVCacheRef &out);
+
+/// The handle of `stream` (nullptr for NULL) after checking that it belongs
+/// to `device`; `what` names the call in the error.
+Status toStreamHandle(const Device &device, const mlart_stream *stream,
+                      const char *what, StreamHandle &out);
+
+/// The argument checks of mlart_device_create_cuda shared by its two
+/// providers (CApiCudaDevice.cpp, CApiNoCudaDevice.cpp); clears `*out`.
+Status checkCudaDeviceArgs(int ordinal, mlart_device **out);
+
+/// Wraps a created device into a new C handle stored in `*out`.
+Status storeDevice(StatusOr<std::unique_ptr<Device>> created,
+                   mlart_device **out);
 
 } // namespace mlart::capi
 

@@ -3,6 +3,7 @@
 
 using namespace mlart;
 using mlart::capi::guarded;
+using mlart::capi::toStreamHandle;
 
 namespace {
 /// Returned when even allocating an error status fails; never freed.
@@ -11,6 +12,47 @@ mlart_status_s oomStatus{MLART_STATUS_RESOURCE_EXHAUSTED,
 
 Status nullArg(const char *what) {
   return invalidArgument(std::string(what) + " must not be NULL");
+}
+
+// The C copies are blocking: a CUDA host-to-device copy from pageable memory
+// may return before the bytes land, so wait for the stream.
+Status writeBlocking(Buffer &buffer, size_t offset, const void *src,
+                     size_t bytes, const mlart_stream *stream) {
+  if (buffer.empty())
+    return bytes ? outOfRange("write into an empty buffer") : Status::success();
+  Device &device = *buffer.device();
+  StreamHandle h;
+  MLART_RETURN_IF_ERROR(toStreamHandle(device, stream, "buffer write", h));
+  MLART_RETURN_IF_ERROR(device.writeBuffer(buffer, offset, src, bytes, h));
+  return device.synchronize(h);
+}
+
+// Device-to-host copies already wait for their stream (Device contract).
+Status readBlocking(const Buffer &buffer, size_t offset, void *dst,
+                    size_t bytes, const mlart_stream *stream) {
+  if (buffer.empty())
+    return bytes ? outOfRange("read from an empty buffer") : Status::success();
+  Device &device = *buffer.device();
+  StreamHandle h;
+  MLART_RETURN_IF_ERROR(toStreamHandle(device, stream, "buffer read", h));
+  return device.readBuffer(buffer, offset, dst, bytes, h);
+}
+
+Status writeCacheBlocking(KVCache &cache, size_t offset, const void *src,
+                          size_t bytes, const mlart_stream *stream) {
+  StreamHandle h;
+  MLART_RETURN_IF_ERROR(
+      toStreamHandle(cache.device(), stream, "cache write", h));
+  MLART_RETURN_IF_ERROR(cache.writeBytes(offset, src, bytes, h));
+  return cache.device().synchronize(h);
+}
+
+Status readCacheBlocking(const KVCache &cache, size_t offset, void *dst,
+                         size_t bytes, const mlart_stream *stream) {
+  StreamHandle h;
+  MLART_RETURN_IF_ERROR(
+      toStreamHandle(cache.device(), stream, "cache read", h));
+  return cache.readBytes(offset, dst, bytes, h);
 }
 } // namespace
 
@@ -59,6 +101,24 @@ Status toCacheRef(const mlart_kv_cache *cache, KVCacheRef &out) {
   return Status::success();
 }
 
+Status checkCudaDeviceArgs(int ordinal, mlart_device **out) {
+  if (!out)
+    return nullArg("out_device");
+  *out = nullptr;
+  if (ordinal < 0)
+    return invalidArgument("CUDA device ordinal " + std::to_string(ordinal) +
+                           " is negative");
+  return Status::success();
+}
+
+Status storeDevice(StatusOr<std::unique_ptr<Device>> created,
+                   mlart_device **out) {
+  if (!created.ok())
+    return created.status();
+  *out = new mlart_device_s{std::move(created).value()};
+  return Status::success();
+}
+
 } // namespace mlart::capi
 
 extern "C" {
@@ -98,8 +158,8 @@ mlart_status mlart_device_create_cpu(mlart_device **out_device) {
   return guarded([&]() -> Status {
     if (!out_device)
       return nullArg("out_device");
-    *out_device = new mlart_device_s{createCpuDevice()};
-    return Status::success();
+    *out_device = nullptr;
+    return capi::storeDevice(createCpuDevice(), out_device);
   });
 }
 
@@ -109,11 +169,15 @@ const char *mlart_device_kind_name(const mlart_device *device) {
   return device ? device->device->kindName() : "";
 }
 
-mlart_status mlart_device_synchronize(mlart_device *device, void *stream) {
+mlart_status mlart_device_synchronize(mlart_device *device,
+                                      mlart_stream *stream) {
   return guarded([&]() -> Status {
     if (!device)
       return nullArg("device");
-    return device->device->synchronize(stream);
+    StreamHandle h;
+    MLART_RETURN_IF_ERROR(
+        toStreamHandle(*device->device, stream, "mlart_device_synchronize", h));
+    return device->device->synchronize(h);
   });
 }
 
@@ -140,27 +204,35 @@ size_t mlart_buffer_size(const mlart_buffer *buffer) {
 
 mlart_status mlart_buffer_write(mlart_buffer *buffer, size_t offset,
                                 const void *src, size_t bytes) {
-  return guarded([&]() -> Status {
-    if (!buffer)
-      return nullArg("buffer");
-    if (buffer->buffer.empty())
-      return bytes ? outOfRange("write into an empty buffer")
-                   : Status::success();
-    return buffer->buffer.device()->writeBuffer(buffer->buffer, offset, src,
-                                                bytes);
-  });
+  return mlart_buffer_write_on(buffer, offset, src, bytes, nullptr);
 }
 
 mlart_status mlart_buffer_read(const mlart_buffer *buffer, size_t offset,
                                void *dst, size_t bytes) {
+  return mlart_buffer_read_on(buffer, offset, dst, bytes, nullptr);
+}
+
+mlart_status mlart_buffer_write_on(mlart_buffer *buffer, size_t offset,
+                                   const void *src, size_t bytes,
+                                   mlart_stream *stream) {
   return guarded([&]() -> Status {
     if (!buffer)
       return nullArg("buffer");
-    if (buffer->buffer.empty())
-      return bytes ? outOfRange("read from an empty buffer")
-                   : Status::success();
-    return buffer->buffer.device()->readBuffer(buffer->buffer, offset, dst,
-                                               bytes);
+    if (bytes && !src)
+      return nullArg("src");
+    return writeBlocking(buffer->buffer, offset, src, bytes, stream);
+  });
+}
+
+mlart_status mlart_buffer_read_on(const mlart_buffer *buffer, size_t offset,
+                                  void *dst, size_t bytes,
+                                  mlart_stream *stream) {
+  return guarded([&]() -> Status {
+    if (!buffer)
+      return nullArg("buffer");
+    if (bytes && !dst)
+      return nullArg("dst");
+    return readBlocking(buffer->buffer, offset, dst, bytes, stream);
   });
 }
 
@@ -199,19 +271,35 @@ int64_t mlart_kv_cache_row_bytes(const mlart_kv_cache *cache) {
 
 mlart_status mlart_kv_cache_write_bytes(mlart_kv_cache *cache, size_t offset,
                                         const void *src, size_t bytes) {
-  return guarded([&]() -> Status {
-    if (!cache)
-      return nullArg("cache");
-    return cache->cache.writeBytes(offset, src, bytes);
-  });
+  return mlart_kv_cache_write_bytes_on(cache, offset, src, bytes, nullptr);
 }
 
 mlart_status mlart_kv_cache_read_bytes(const mlart_kv_cache *cache,
                                        size_t offset, void *dst, size_t bytes) {
+  return mlart_kv_cache_read_bytes_on(cache, offset, dst, bytes, nullptr);
+}
+
+mlart_status mlart_kv_cache_write_bytes_on(mlart_kv_cache *cache, size_t offset,
+                                           const void *src, size_t bytes,
+                                           mlart_stream *stream) {
   return guarded([&]() -> Status {
     if (!cache)
       return nullArg("cache");
-    return cache->cache.readBytes(offset, dst, bytes);
+    if (bytes && !src)
+      return nullArg("src");
+    return writeCacheBlocking(cache->cache, offset, src, bytes, stream);
+  });
+}
+
+mlart_status mlart_kv_cache_read_bytes_on(const mlart_kv_cache *cache,
+                                          size_t offset, void *dst,
+                                          size_t bytes, mlart_stream *stream) {
+  return guarded([&]() -> Status {
+    if (!cache)
+      return nullArg("cache");
+    if (bytes && !dst)
+      return nullArg("dst");
+    return readCacheBlocking(cache->cache, offset, dst, bytes, stream);
   });
 }
 
