@@ -285,18 +285,18 @@ int decodeSplitHeuristicMany(int smCount, int64_t batch, int64_t headGroups,
 Status launchDecodeManyHeads(const DecodeParams &p, int64_t batch,
                              cudaStream_t stream) {
   // MLART_DECODE_MANY=2..6 selects a timing variant of this kernel (see the
-  // kernel); MLART_DECODE_MANY_VARIANT=0 this kernel instead of the
-  // TMA-producer one (A/B).
+  // kernel). MLART_DECODE_MANY_VARIANT (A/B): 0 this kernel, 1 the
+  // TMA-producer kernel, 2 (default) that one with S queued behind PV.
   static const int variant = [] {
     const char *v = std::getenv("MLART_DECODE_MANY");
     return v && v[0] >= '2' && v[0] <= '6' ? v[0] - '0' : 1;
   }();
-  static const bool tma = [] {
+  static const int tmaVariant = [] {
     const char *v = std::getenv("MLART_DECODE_MANY_VARIANT");
-    return !(v && v[0] == '0');
+    return v && v[0] >= '0' && v[0] <= '2' && !v[1] ? v[0] - '0' : 2;
   }();
-  if (variant == 1 && tma && decodeManyHeadsTmaApplies(p))
-    return launchDecodeManyHeadsTma(p, batch, stream);
+  if (variant == 1 && tmaVariant != 0 && decodeManyHeadsTmaApplies(p))
+    return launchDecodeManyHeadsTma(p, batch, tmaVariant == 2, stream);
   auto kernel = variant == 2   ? decodeManyHeadsKernel<2>
                 : variant == 3 ? decodeManyHeadsKernel<3>
                 : variant == 4 ? decodeManyHeadsKernel<4>

@@ -24,14 +24,20 @@ constexpr float kLn2 = 0.6931471805599453f;
 /// Issues (and commits, without waiting) S = Q K^T for this warpgroup's 32
 /// tokens: Q at qAddr, the KV tile at kb, both [64 x 576] operands.
 /// kIssue = false leaves the tensor cores out (timing experiments).
-template <bool kIssue = true>
+/// kNoZero starts from scale-d = 0 instead of zeroed registers: no
+/// instruction then writes s while an earlier wgmma (PV) may be in flight,
+/// which would make ptxas serialise the wgmma (C7515).
+template <bool kIssue = true, bool kNoZero = false>
 __device__ __forceinline__ void issueScores(float (&s)[16], uint32_t qAddr,
                                             uint32_t kb, int wg) {
   using namespace sm90;
+  static_assert(kIssue || !kNoZero, "S would be undefined");
+  if (!kNoZero) {
 #pragma unroll
-  for (int i = 0; i < 16; ++i)
-    s[i] = 0.0f;
-  fenceRegs(s);
+    for (int i = 0; i < 16; ++i)
+      s[i] = 0.0f;
+    fenceRegs(s);
+  }
   wgArrive();
   const uint64_t dA = makeDesc(qAddr, 16, 1024);
   const uint64_t dB = makeDesc(kb + uint32_t(wg) * 4096u, 16, 1024);
@@ -40,7 +46,7 @@ __device__ __forceinline__ void issueScores(float (&s)[16], uint32_t qAddr,
     if (!kIssue)
       break;
     const uint64_t off = ((kk >> 2) * kChunkBytes + (kk & 3) * 32) >> 4;
-    wgmmaS(s, dA + off, dB + off);
+    wgmmaS(s, dA + off, dB + off, kNoZero && kk == 0 ? 0 : 1);
   }
   wgCommit();
 }
@@ -120,12 +126,12 @@ __device__ __forceinline__ void softmaxTile(float (&s)[16], float (&o)[128],
   sync(); // P complete (both halves)
 }
 
-/// O[:, 256wg..] += P V with P at pAddr and V the first 512 columns of the
-/// KV tile at kb read MN-major; returns when the tensor cores are done with
-/// both operands. kIssue = false leaves the tensor cores out.
+/// Issues (and commits, without waiting) O[:, 256wg..] += P V with P at
+/// pAddr and V the first 512 columns of the KV tile at kb read MN-major.
+/// kIssue = false leaves the tensor cores out.
 template <bool kIssue = true>
-__device__ __forceinline__ void accumulatePV(float (&o)[128], uint32_t pAddr,
-                                             uint32_t kb, int wg) {
+__device__ __forceinline__ void issuePV(float (&o)[128], uint32_t pAddr,
+                                        uint32_t kb, int wg) {
   using namespace sm90;
   fenceRegs(o);
   wgArrive();
@@ -137,6 +143,14 @@ __device__ __forceinline__ void accumulatePV(float (&o)[128], uint32_t pAddr,
     if (kIssue)
       wgmmaPV(o, dA + ((kk * 32) >> 4), dB + ((kk * 2048) >> 4));
   wgCommit();
+}
+
+/// issuePV, then returns when the tensor cores are done with P and V.
+template <bool kIssue = true>
+__device__ __forceinline__ void accumulatePV(float (&o)[128], uint32_t pAddr,
+                                             uint32_t kb, int wg) {
+  using namespace sm90;
+  issuePV<kIssue>(o, pAddr, kb, wg);
   wgWaitAll();
   fenceRegs(o);
 }

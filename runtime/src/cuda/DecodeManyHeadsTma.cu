@@ -58,6 +58,9 @@ constexpr uint32_t kOffBar = kOffRed + 4 * 64 * sizeof(float);
 constexpr size_t kSmemTma = kOffBar + 2 * kStages * 8 + 1024; // + align
 static_assert(kSmemTma <= 227 * 1024, "one CTA per SM must fit");
 
+/// kOverlap: S of tile n+1 is issued before PV of tile n completed
+/// (MLART_DECODE_MANY_VARIANT=2); else each tile's wgmma finish in turn.
+template <bool kOverlap>
 __global__ void __launch_bounds__(kThreadsTma, 1)
     decodeManyHeadsTmaKernel(DecodeParams p,
                              const __grid_constant__ CUtensorMap kvMap) {
@@ -167,14 +170,15 @@ __global__ void __launch_bounds__(kThreadsTma, 1)
   const int r0 = wl * 16 + g;
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
 
-  for (int tile = t0; tile < t1; ++tile) {
+  // Waits for tile `tile`, zeroes its rows past seq_len (the sequence's last
+  // tile: other tokens or garbage from the cache, stale shared memory for
+  // blocks not loaded; whole 128-byte rows of all nine chunks, so the
+  // swizzle does not matter) and issues its S.
+  auto beginTile = [&](int tile, float(&sc)[16]) {
     const int n = tile - t0, s = n % kStages;
-    const uint32_t kb = sBase + kOffK + uint32_t(s) * kTileBytes;
     mbarWait(fullBar + 8 * s, (n / kStages) & 1);
     const int valid = len - tile * kTile;
     if (valid < kTile) {
-      // The sequence's last tile: zero rows valid..63 of all nine chunks.
-      // Whole 128-byte rows, so the swizzle does not matter.
       uint8_t *tileP = sm + kOffK + s * kTileBytes;
       const int units = (kTile - valid) * kChunks;
       for (int i = tid; i < units; i += kMmaThreads) {
@@ -185,15 +189,48 @@ __global__ void __launch_bounds__(kThreadsTma, 1)
       fenceProxyAsync();
       sync(); // zeros visible to wgmma
     }
+    manyheads::issueScores<true, true>(
+        sc, sBase + kOffQ, sBase + kOffK + uint32_t(s) * kTileBytes, wg);
+  };
+
+  if constexpr (kOverlap) {
+    // S of the next tile is queued behind PV of this one, so the tensor
+    // pipe does not drain between them; one wait covers both.
+    // (The first S is issued inside the loop: issued before it, ptxas finds
+    // the loop-entry copies of o inside its wgmma stage and serialises.)
     float sc[16];
-    manyheads::issueScores(sc, sBase + kOffQ, kb, wg);
+    for (int tile = t0; tile < t1; ++tile) {
+      const int n = tile - t0, s = n % kStages;
+      if (tile == t0)
+        beginTile(tile, sc);
+      wgWaitAll(); // S(tile) and PV(tile - 1)
+      fenceRegs(sc);
+      fenceRegs(o);
+      if (tile > t0 && lane == 0)
+        mbarArrive(emptyBar + 8 * ((n - 1) % kStages));
+      manyheads::softmaxTile(sc, o, m, l, tile, len, p.scaleLog2, wg, r0, q4,
+                             redMax, sm + kOffP, sync);
+      manyheads::issuePV(o, sBase + kOffP,
+                         sBase + kOffK + uint32_t(s) * kTileBytes, wg);
+      if (tile + 1 < t1)
+        beginTile(tile + 1, sc);
+    }
     wgWaitAll();
-    fenceRegs(sc);
-    manyheads::softmaxTile(sc, o, m, l, tile, len, p.scaleLog2, wg, r0, q4,
-                           redMax, sm + kOffP, sync);
-    manyheads::accumulatePV(o, sBase + kOffP, kb, wg);
-    if (lane == 0)
-      mbarArrive(emptyBar + 8 * s); // this warp is done with the stage
+    fenceRegs(o);
+  } else {
+    for (int tile = t0; tile < t1; ++tile) {
+      const int n = tile - t0, s = n % kStages;
+      float sc[16];
+      beginTile(tile, sc);
+      wgWaitAll();
+      fenceRegs(sc);
+      manyheads::softmaxTile(sc, o, m, l, tile, len, p.scaleLog2, wg, r0, q4,
+                             redMax, sm + kOffP, sync);
+      manyheads::accumulatePV(o, sBase + kOffP,
+                              sBase + kOffK + uint32_t(s) * kTileBytes, wg);
+      if (lane == 0)
+        mbarArrive(emptyBar + 8 * s); // this warp is done with the stage
+    }
   }
 
   float inv[2], lseV[2];
@@ -213,18 +250,20 @@ bool decodeManyHeadsTmaApplies(const DecodeParams &p) {
 }
 
 Status launchDecodeManyHeadsTma(const DecodeParams &p, int64_t batch,
-                                cudaStream_t stream) {
+                                bool overlap, cudaStream_t stream) {
   CUtensorMap map;
   MLART_RETURN_IF_ERROR(encodeBf16TensorMap2d(
       &map, p.c.data, uint64_t(kD), uint64_t(p.c.numBlocks * p.c.blockSize),
       uint64_t(p.c.rowBytes), 64, uint32_t(std::min(p.c.blockSize, kTile))));
-  MLART_CUDA_CHECK(cudaFuncSetAttribute(decodeManyHeadsTmaKernel,
+  auto kernel = overlap ? decodeManyHeadsTmaKernel<true>
+                        : decodeManyHeadsTmaKernel<false>;
+  MLART_CUDA_CHECK(cudaFuncSetAttribute(kernel,
                                         cudaFuncAttributeMaxDynamicSharedMemorySize,
                                         int(kSmemTma)),
                    "cudaFuncSetAttribute(decodeManyHeadsTmaKernel)");
-  decodeManyHeadsTmaKernel<<<dim3(unsigned(p.heads / kManyHeads),
-                                  unsigned(p.splits), unsigned(batch)),
-                             kThreadsTma, kSmemTma, stream>>>(p, map);
+  kernel<<<dim3(unsigned(p.heads / kManyHeads), unsigned(p.splits),
+                unsigned(batch)),
+           kThreadsTma, kSmemTma, stream>>>(p, map);
   MLART_CUDA_CHECK_LAUNCH("decodeManyHeadsTmaKernel");
   return Status::success();
 }

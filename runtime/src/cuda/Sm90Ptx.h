@@ -71,9 +71,10 @@ __device__ __forceinline__ uint32_t packBf16(float lo, float hi) {
   return uint32_t(floatToBf16Bits(lo)) | (uint32_t(floatToBf16Bits(hi)) << 16);
 }
 
-/// D[64 x 32] += A[64 x 16] B[16 x 32], both K-major in shared memory.
+/// D[64 x 32] (+)= A[64 x 16] B[16 x 32], both K-major in shared memory;
+/// scaleD = 0 ignores D's old value (no zeroing instructions needed).
 __device__ __forceinline__ void wgmmaS(float (&d)[16], uint64_t da,
-                                       uint64_t db) {
+                                       uint64_t db, int scaleD = 1) {
   asm volatile(
       "{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
       "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 "
@@ -82,7 +83,7 @@ __device__ __forceinline__ void wgmmaS(float (&d)[16], uint64_t da,
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]),
         "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]),
         "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
-      : "l"(da), "l"(db), "r"(1));
+      : "l"(da), "l"(db), "r"(scaleD));
 }
 
 /// D[64 x 64] += A[64 x 16] B[16 x 64], both K-major in shared memory.
