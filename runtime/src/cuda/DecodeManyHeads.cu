@@ -295,8 +295,12 @@ Status launchDecodeManyHeads(const DecodeParams &p, int64_t batch,
     const char *v = std::getenv("MLART_DECODE_MANY_VARIANT");
     return v && v[0] >= '0' && v[0] <= '2' && !v[1] ? v[0] - '0' : 2;
   }();
-  if (variant == 1 && tmaVariant != 0 && decodeManyHeadsTmaApplies(p))
-    return launchDecodeManyHeadsTma(p, batch, tmaVariant == 2, stream);
+  if (variant == 1 && tmaVariant != 0 && decodeManyHeadsTmaApplies(p)) {
+    Status s = launchDecodeManyHeadsTma(p, batch, tmaVariant == 2, stream);
+    // Unavailable: the driver cannot encode tensor maps; copy with cp.async.
+    if (s.code() != StatusCode::Unavailable)
+      return s;
+  }
   auto kernel = variant == 2   ? decodeManyHeadsKernel<2>
                 : variant == 3 ? decodeManyHeadsKernel<3>
                 : variant == 4 ? decodeManyHeadsKernel<4>
