@@ -103,9 +103,20 @@ inline bool preferManyHeads(int64_t groups, int64_t tilesPerSeq) {
 
 /// Launches the many-heads decode kernel (bf16, latent 512 + rope 64, H a
 /// multiple of 64, power-of-two block size) over a (H/64, splits, B) grid.
-/// With p.splits > 1 it writes partials that the caller combines.
+/// With p.splits > 1 it writes partials that the caller combines. Takes the
+/// TMA-producer kernel where it applies; MLART_DECODE_MANY_VARIANT=0 the
+/// cp.async kernel, =1 the TMA kernel without S/PV overlap.
 Status launchDecodeManyHeads(const DecodeParams &p, int64_t batch,
                              cudaStream_t stream);
+
+/// True when the cache can be read by the TMA-producer kernel
+/// (DecodeManyHeadsTma.cu): block size >= 16, a 16-byte aligned base and
+/// row pitch, fewer than 2^31 cache rows.
+bool decodeManyHeadsTmaApplies(const DecodeParams &p);
+/// The TMA-producer kernel; same contract as launchDecodeManyHeads. With
+/// `overlap`, S of the next tile is queued behind PV of the current one.
+Status launchDecodeManyHeadsTma(const DecodeParams &p, int64_t batch,
+                                bool overlap, cudaStream_t stream);
 
 /// Split count of the many-heads path (one CTA per SM).
 int decodeSplitHeuristicMany(int smCount, int64_t batch, int64_t headGroups,

@@ -355,85 +355,117 @@ struct DecodeCase {
   int64_t edgeLens = 0; // 1: lengths 0, 1, 63, 64, 65, 127, 129, ... (int64: no padding bytes in the printed test name)
 };
 
+/// The inputs of one decode call, host and device: random finite cache rows,
+/// pages in random order, lengths per the case (including 0 and the
+/// maximum). Rows past seq_len are NaN (plain caches) and block-table
+/// entries past a sequence's last block are garbage: no kernel may read
+/// either. refill() draws new values into the same buffers (graph replay).
+struct DecodeInputs {
+  DecodeCase c;
+  int64_t maxBlocks, numBlocks;
+  Cache cache;
+  Arr tab, len, q, out, lse;
+  static constexpr float kScale = 0.07216878f; // 1 / sqrt(192)
+
+  DecodeInputs(CudaDevice *d, const DecodeCase &dc)
+      : c(dc), maxBlocks((dc.maxLen + dc.blockSize - 1) / dc.blockSize),
+        numBlocks(dc.B * maxBlocks + 3),
+        cache(d, dc.layout, dc.cacheType, numBlocks, dc.blockSize),
+        tab(d, DType::I32, {dc.B, maxBlocks}), len(d, DType::I32, {dc.B}),
+        q(d, dc.qType, {dc.B, dc.H, 576}), out(d, dc.qType, {dc.B, dc.H, 512}),
+        lse(d, DType::F32, {dc.B, dc.H}) {
+    cache.scale = 0.02f;
+    refill(d);
+  }
+
+  void refill(CudaDevice *d) {
+    // Random finite rows: write random values through the CPU cache update.
+    {
+      const int64_t n = cache.desc.numSlots();
+      const DType in = c.layout == CacheLayout::Plain ? c.cacheType : DType::F32;
+      Arr kv(d, in, {n, 512}), kp(d, in, {n, 64});
+      kv.random(-1, 1);
+      kp.random(-1, 1);
+      std::vector<int64_t> s(static_cast<size_t>(n));
+      std::iota(s.begin(), s.end(), 0);
+      Arr sl(d, DType::I64, {n});
+      sl.setI64(s);
+      ASSERT_TRUE(cpu().cacheUpdate({kv.h(), kp.h(), sl.h(), cache.h()}, nullptr).ok());
+    }
+    std::vector<int32_t> ids(static_cast<size_t>(numBlocks - 1));
+    std::iota(ids.begin(), ids.end(), 1);
+    std::shuffle(ids.begin(), ids.end(), rng());
+    std::vector<int32_t> table(static_cast<size_t>(c.B * maxBlocks)),
+        lens(static_cast<size_t>(c.B));
+    for (int64_t b = 0; b < c.B; ++b) {
+      lens[size_t(b)] = b == 0 ? int32_t(c.maxLen)
+                               : (b == 1 && c.B > 2 ? 0 : int32_t(rng()() % (c.maxLen + 1)));
+      if (c.edgeLens) {
+        const int64_t edge[] = {c.maxLen, 0, 1, 63, 64, 65, 127, 129, -1};
+        const int64_t e = edge[b % 9];
+        lens[size_t(b)] = e < 0 ? int32_t(rng()() % (c.maxLen + 1))
+                                : int32_t(std::min(e, c.maxLen));
+      }
+      for (int64_t j = 0; j < maxBlocks; ++j)
+        table[size_t(b * maxBlocks + j)] = ids[size_t(b * maxBlocks + j)];
+    }
+    if (c.layout == CacheLayout::Plain)
+      for (int64_t b = 0; b < c.B; ++b)
+        for (int64_t pos = lens[size_t(b)]; pos < maxBlocks * c.blockSize; ++pos) {
+          const int64_t slot = table[size_t(b * maxBlocks + pos / c.blockSize)] * c.blockSize +
+                               pos % c.blockSize;
+          for (int64_t i = 0; i < 576; ++i)
+            storeFromFloat(cache.bytes.host.data() + slot * cache.desc.rowBytes(),
+                           c.cacheType, size_t(i), NAN);
+        }
+    const int32_t garbage[] = {-1, INT32_MAX, int32_t(numBlocks), INT32_MIN};
+    for (int64_t b = 0; b < c.B; ++b)
+      for (int64_t j = (lens[size_t(b)] + c.blockSize - 1) / c.blockSize; j < maxBlocks; ++j)
+        table[size_t(b * maxBlocks + j)] = garbage[(b + j) % 4];
+    cache.bytes.up(d);
+    tab.setI32(table);
+    tab.up(d);
+    len.setI32(lens);
+    len.up(d);
+    q.random(-1, 1);
+    q.up(d);
+    out.poison();
+    lse.poison();
+    out.up(d);
+    lse.up(d);
+  }
+  DecodeAttentionArgs hostArgs() {
+    return {q.h(), cache.h(), tab.h(), len.h(), kScale, out.h(), lse.h(), c.numSplits};
+  }
+  DecodeAttentionArgs deviceArgs() {
+    return {q.d(), cache.d(), tab.d(), len.d(), kScale, out.d(), lse.d(), c.numSplits};
+  }
+  /// Runs the CPU reference on the host copies and compares the device's
+  /// out and lse with it.
+  void expectMatchesCpu(CudaDevice *d, const std::string &what) {
+    ASSERT_TRUE(cpu().decodeAttention(hostArgs(), nullptr).ok());
+    const double eOut = relErr(out, out.down(d));
+    EXPECT_LT(eOut, c.qType == DType::F32 ? 1e-4 : 1.5e-2) << "out, " << what;
+    auto lg = lse.down(d);
+    double maxDiff = 0;
+    for (int64_t i = 0; i < lse.numel(); ++i) {
+      const float r = lse.get(i), gv = loadAsFloat(lg.data(), DType::F32, size_t(i));
+      if (std::isinf(r) && r == gv)
+        continue;
+      maxDiff = std::max(maxDiff, std::isnan(gv) ? INFINITY : double(std::fabs(r - gv)));
+    }
+    EXPECT_LT(maxDiff, 2e-2) << "lse, " << what;
+  }
+};
+
 class CudaDecode : public ::testing::TestWithParam<DecodeCase> {};
 
 TEST_P(CudaDecode, MatchesCpu) {
   REQUIRE_GPU();
-  const DecodeCase c = GetParam();
-  const int64_t maxBlocks = (c.maxLen + c.blockSize - 1) / c.blockSize;
-  const int64_t numBlocks = c.B * maxBlocks + 3;
-  Cache cache(dev, c.layout, c.cacheType, numBlocks, c.blockSize);
-  cache.scale = 0.02f;
-  // Random finite rows: write random values through the CPU cache update.
-  {
-    const int64_t n = cache.desc.numSlots();
-    const DType in = c.layout == CacheLayout::Plain ? c.cacheType : DType::F32;
-    Arr kv(dev, in, {n, 512}), kp(dev, in, {n, 64});
-    kv.random(-1, 1);
-    kp.random(-1, 1);
-    std::vector<int64_t> s(static_cast<size_t>(n));
-    std::iota(s.begin(), s.end(), 0);
-    Arr sl(dev, DType::I64, {n});
-    sl.setI64(s);
-    ASSERT_TRUE(cpu().cacheUpdate({kv.h(), kp.h(), sl.h(), cache.h()}, nullptr).ok());
-  }
-  // Pages in random order; lengths random, including 0 and the maximum.
-  std::vector<int32_t> ids(static_cast<size_t>(numBlocks - 1));
-  std::iota(ids.begin(), ids.end(), 1);
-  std::shuffle(ids.begin(), ids.end(), rng());
-  std::vector<int32_t> table(static_cast<size_t>(c.B * maxBlocks)), lens(static_cast<size_t>(c.B));
-  for (int64_t b = 0; b < c.B; ++b) {
-    lens[size_t(b)] = b == 0 ? int32_t(c.maxLen)
-                             : (b == 1 && c.B > 2 ? 0 : int32_t(rng()() % (c.maxLen + 1)));
-    if (c.edgeLens) {
-      const int64_t edge[] = {c.maxLen, 0, 1, 63, 64, 65, 127, 129, -1};
-      const int64_t e = edge[b % 9];
-      lens[size_t(b)] = e < 0 ? int32_t(rng()() % (c.maxLen + 1))
-                              : int32_t(std::min(e, c.maxLen));
-    }
-    for (int64_t j = 0; j < maxBlocks; ++j)
-      table[size_t(b * maxBlocks + j)] = ids[size_t(b * maxBlocks + j)];
-  }
-  // Rows past seq_len are poisoned with NaN (plain caches): never read.
-  if (c.layout == CacheLayout::Plain)
-    for (int64_t b = 0; b < c.B; ++b)
-      for (int64_t pos = lens[size_t(b)]; pos < maxBlocks * c.blockSize; ++pos) {
-        const int64_t slot = table[size_t(b * maxBlocks + pos / c.blockSize)] * c.blockSize +
-                             pos % c.blockSize;
-        for (int64_t i = 0; i < 576; ++i)
-          storeFromFloat(cache.bytes.host.data() + slot * cache.desc.rowBytes(),
-                         c.cacheType, size_t(i), NAN);
-      }
-  cache.bytes.up(dev);
-  Arr tab(dev, DType::I32, {c.B, maxBlocks});
-  tab.setI32(table);
-  tab.up(dev);
-  Arr len(dev, DType::I32, {c.B});
-  len.setI32(lens);
-  len.up(dev);
-  Arr q = randomArr(dev, c.qType, {c.B, c.H, 576}, -1, 1);
-  Arr out(dev, c.qType, {c.B, c.H, 512}), lse(dev, DType::F32, {c.B, c.H});
-  out.poison();
-  lse.poison();
-  out.up(dev);
-  lse.up(dev);
-  const float scale = 1.0f / std::sqrt(192.0f);
-  DecodeAttentionArgs h{q.h(), cache.h(), tab.h(), len.h(), scale, out.h(), lse.h(), c.numSplits};
-  DecodeAttentionArgs g{q.d(), cache.d(), tab.d(), len.d(), scale, out.d(), lse.d(), c.numSplits};
-  ASSERT_TRUE(cpu().decodeAttention(h, nullptr).ok());
-  Status s = dev->kernels().decodeAttention(g, nullptr);
+  DecodeInputs in(dev, GetParam());
+  Status s = dev->kernels().decodeAttention(in.deviceArgs(), nullptr);
   ASSERT_TRUE(s.ok()) << s.message();
-  const double eOut = relErr(out, out.down(dev));
-  EXPECT_LT(eOut, c.qType == DType::F32 ? 1e-4 : 1.5e-2) << "out";
-  auto lg = lse.down(dev);
-  double maxDiff = 0;
-  for (int64_t i = 0; i < lse.numel(); ++i) {
-    const float r = lse.get(i), gv = loadAsFloat(lg.data(), DType::F32, size_t(i));
-    if (std::isinf(r) && r == gv)
-      continue;
-    maxDiff = std::max(maxDiff, std::isnan(gv) ? INFINITY : double(std::fabs(r - gv)));
-  }
-  EXPECT_LT(maxDiff, 2e-2) << "lse";
+  in.expectMatchesCpu(dev, "eager");
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -451,6 +483,11 @@ INSTANTIATE_TEST_SUITE_P(
         DecodeCase{5, 128, 16, CacheLayout::Plain, DType::BF16, DType::BF16, 0, 777},
         DecodeCase{1, 64, 64, CacheLayout::Plain, DType::BF16, DType::BF16, 5, 4001},
         DecodeCase{3, 192, 64, CacheLayout::Plain, DType::BF16, DType::BF16, 0, 1500},
+        // Block size 16 (four TMA boxes a tile), 128 (a tile is part of a
+        // block) and 8 (below the TMA kernel's minimum: the cp.async one).
+        DecodeCase{9, 64, 16, CacheLayout::Plain, DType::BF16, DType::BF16, 2, 300, 1},
+        DecodeCase{9, 64, 128, CacheLayout::Plain, DType::BF16, DType::BF16, 3, 400, 1},
+        DecodeCase{9, 64, 8, CacheLayout::Plain, DType::BF16, DType::BF16, 0, 150, 1},
         DecodeCase{2, 64, 64, CacheLayout::Plain, DType::BF16, DType::F32, 2, 333},
         DecodeCase{3, 5, 16, CacheLayout::Plain, DType::F32, DType::F32, 0, 150},
         DecodeCase{3, 16, 32, CacheLayout::Plain, DType::BF16, DType::F32, 0, 150},
@@ -480,6 +517,40 @@ TEST(CudaDecodeErrors, BadSeqLenIsReported) {
     s = dev->kernels().decodeAttention(
         {q.d(), cache.d(), tab.d(), len.d(), 0.1f, out.d(), {}, 0}, nullptr);
     EXPECT_EQ(s.code(), StatusCode::OutOfRange) << "H=" << H << ": " << s.message();
+  }
+}
+
+// The many-heads decode inside a CUDA graph (H=128, B=9: that path without
+// forcing; its TMA descriptor is a __grid_constant__ launch argument, copied
+// at capture): replays after new values were written into the same buffers
+// (cache, block table, lengths, q) match the CPU, unsplit and split.
+TEST(CudaDecodeGraph, ManyHeadsReplaysWithNewData) {
+  REQUIRE_GPU();
+  StatusOr<Stream> stream = dev->createStream();
+  ASSERT_TRUE(stream.ok()) << stream.status().message();
+  StreamHandle st = stream->handle();
+  for (int splits : {1, 3}) {
+    const std::string tag = "splits " + std::to_string(splits);
+    DecodeInputs in(dev, DecodeCase{9, 128, 32, CacheLayout::Plain, DType::BF16,
+                                    DType::BF16, splits, 300, 1});
+    Status s = dev->kernels().decodeAttention(in.deviceArgs(), st);
+    ASSERT_TRUE(s.ok()) << s.message();
+    ASSERT_TRUE(dev->synchronize(st).ok());
+    in.expectMatchesCpu(dev, "eager, " + tag);
+    ASSERT_TRUE(dev->beginCapture(st).ok());
+    s = dev->kernels().decodeAttention(in.deviceArgs(), st);
+    StatusOr<GraphHandle> graph = dev->endCapture(st);
+    ASSERT_TRUE(s.ok()) << s.message();
+    ASSERT_TRUE(graph.ok()) << graph.status().message();
+    for (int replay = 0; replay < 3; ++replay) {
+      in.refill(dev);
+      ASSERT_TRUE(dev->synchronize().ok());
+      s = dev->launchGraph(*graph, st);
+      ASSERT_TRUE(s.ok()) << s.message();
+      ASSERT_TRUE(dev->synchronize(st).ok());
+      in.expectMatchesCpu(dev, "replay " + std::to_string(replay) + ", " + tag);
+    }
+    dev->destroyGraph(*graph);
   }
 }
 
