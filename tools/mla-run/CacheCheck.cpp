@@ -12,17 +12,27 @@ using namespace mlart;
 namespace mlarun {
 namespace {
 
-/// The step's slots, one a token, each -1 or inside `numSlots`.
+/// The step's slots, one a token, each negative (no row) or inside
+/// `numSlots`.
 StatusOr<std::vector<int64_t>> stepSlots(const NaiveStep &step,
                                          int64_t numSlots) {
   auto it = step.tensors.find("slot_mapping");
   if (it == step.tensors.end())
     return invalidArgument("the cache check needs mla-gen's slot_mapping");
   const HostTensorView &view = it->second;
+  if (view.dtype != DType::I64 && view.dtype != DType::I32)
+    return invalidArgument("cache check: slot_mapping must be i64 or i32");
   std::vector<int64_t> slots(size_t(view.numElements()));
   for (size_t t = 0; t < slots.size(); ++t) {
-    slots[t] = int64_t(view.at(int64_t(t)));
-    if (slots[t] < -1 || slots[t] >= numSlots)
+    // Exact: through float, slots past 2^24 would round.
+    if (view.dtype == DType::I64) {
+      std::memcpy(&slots[t], view.data + t * sizeof(int64_t), sizeof(int64_t));
+    } else {
+      int32_t s;
+      std::memcpy(&s, view.data + t * sizeof(int32_t), sizeof(int32_t));
+      slots[t] = s;
+    }
+    if (slots[t] >= numSlots)
       return outOfRange("cache check: slot_mapping[" + std::to_string(t) +
                         "] = " + std::to_string(slots[t]) +
                         " is outside the cache's " + std::to_string(numSlots) +

@@ -224,6 +224,20 @@ TEST(CacheCheck, AStepWithSlotsIsNoDummy) {
   EXPECT_EQ(f.check().rowsChecked(), 1);
 }
 
+TEST(CacheCheck, ReadsI32SlotMappings) {
+  Fixture f(CacheLayout::Plain);
+  f.runStep();
+  std::vector<int32_t> narrow(f.slots.begin(), f.slots.end());
+  narrow[1] = -1; // token 1's row then counts as no slot's: changed bytes
+  f.step.tensors["slot_mapping"] = {
+      DType::I32, {kTokens}, reinterpret_cast<const uint8_t *>(narrow.data())};
+  CacheCheck c = f.check();
+  EXPECT_EQ(c.rowsChecked(), kTokens - 1);
+  EXPECT_TRUE(c.withinTolerance);
+  EXPECT_GT(c.bytesOutside, 0);
+  EXPECT_FALSE(c.ok());
+}
+
 TEST(CacheCheck, BadInputIsAnErrorNotACrash) {
   Fixture f(CacheLayout::Plain, {0, 1, 2, 3, 4, 99}); // 32 slots
   std::vector<std::vector<uint8_t>> after{f.snapshot().bytes};
@@ -233,6 +247,8 @@ TEST(CacheCheck, BadInputIsAnErrorNotACrash) {
             std::string::npos)
       << c.status().message();
   EXPECT_FALSE(isDummyStep(f.step).ok());
+  f.step.tensors["slot_mapping"].dtype = DType::F32;
+  EXPECT_EQ(isDummyStep(f.step).status().code(), StatusCode::InvalidArgument);
 
   Fixture g(CacheLayout::Plain);
   EXPECT_FALSE(checkCacheWrites(g.step, g.want, {}, 1e-2).ok());
