@@ -33,7 +33,8 @@ std::string attentionOutputName(size_t layer) {
 
 StatusOr<NaiveCheck>
 checkAgainstNaive(const NaiveStep &step,
-                  const std::map<std::string, std::vector<float>> &outputs) {
+                  const std::map<std::string, std::vector<float>> &outputs,
+                  std::vector<NaiveCacheRows> *cacheRows) {
   auto input = step.tensors.find("hidden_states");
   auto out = outputs.find("hidden_states_out");
   if (input == step.tensors.end() || out == outputs.end())
@@ -48,7 +49,8 @@ checkAgainstNaive(const NaiveStep &step,
   };
 
   NaiveCheck check;
-  MLART_ASSIGN_OR_RETURN(std::vector<double> want, runNaiveStep(step));
+  MLART_ASSIGN_OR_RETURN(std::vector<double> want,
+                         runNaiveStep(step, Residual::Exact, cacheRows));
   if (want.size() != size)
     return invalidArgument("hidden_states_out has the wrong size");
   check.endToEnd = relativeToContribution(toDouble(out->second), want, x0);
@@ -78,7 +80,8 @@ checkAgainstNaive(const NaiveStep &step,
       return invalidArgument(attentionOutputName(layer) +
                              " has the wrong size");
     std::vector<double> layerWant = layerInput;
-    MLART_RETURN_IF_ERROR(runNaiveLayer(step, layer, layerWant));
+    MLART_RETURN_IF_ERROR(runNaiveLayer(
+        step, layer, layerWant, cacheRows ? &(*cacheRows)[layer] : nullptr));
     for (size_t i = 0; i < size; ++i)
       layerWant[i] -= layerInput[i];
     double rel = relativeToContribution(toDouble(got), layerWant, zeros);

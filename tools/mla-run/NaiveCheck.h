@@ -46,10 +46,14 @@ struct NaiveCheck {
 
 /// `outputs` maps output names (hidden_states_out and, optionally,
 /// model.layers.N.self_attn.o_proj_out / model.layers.N.hidden_states_out)
-/// to their values.
+/// to their values. `cacheRows`, when given, receives the rows each layer
+/// should have written into its cache, from the input the layer was checked
+/// on: the compiled step's own input to it when the outputs hold every
+/// layer's result, else the reference's exact stream.
 mlart::StatusOr<NaiveCheck>
 checkAgainstNaive(const NaiveStep &step,
-                  const std::map<std::string, std::vector<float>> &outputs);
+                  const std::map<std::string, std::vector<float>> &outputs,
+                  std::vector<NaiveCacheRows> *cacheRows = nullptr);
 
 } // namespace mlarun
 

@@ -236,7 +236,7 @@ StatusOr<RequestKeys> requestKeys(const StepTensors &st,
 } // namespace
 
 Status runNaiveLayer(const NaiveStep &step, size_t layer,
-                     std::vector<double> &x) {
+                     std::vector<double> &x, NaiveCacheRows *rows) {
   MLART_ASSIGN_OR_RETURN(StepTensors st, stepTensors(step));
   const int64_t tokens = st.tokens, hidden = st.hidden;
   if (layer >= step.caches.size())
@@ -272,6 +272,11 @@ Status runNaiveLayer(const NaiveStep &step, size_t layer,
     for (int64_t hh = 0; hh < heads; ++hh)
       rotate(&q[size_t((t * heads + hh) * qk + nope)], rope, pos, *st.cosSin,
              step.style);
+  }
+
+  if (rows) {
+    rows->latent = c;
+    rows->ropeKey = kPe;
   }
 
   std::vector<RequestKeys> requests;
@@ -338,13 +343,17 @@ Status runNaiveLayer(const NaiveStep &step, size_t layer,
 }
 
 StatusOr<std::vector<double>> runNaiveStep(const NaiveStep &step,
-                                           Residual residual) {
+                                           Residual residual,
+                                           std::vector<NaiveCacheRows> *rows) {
   MLART_ASSIGN_OR_RETURN(StepTensors st, stepTensors(step));
   std::vector<double> x(size_t(st.tokens * st.hidden));
   for (size_t i = 0; i < x.size(); ++i)
     x[i] = st.x0->at(int64_t(i));
+  if (rows)
+    rows->assign(step.caches.size(), NaiveCacheRows());
   for (size_t layer = 0; layer < step.caches.size(); ++layer) {
-    MLART_RETURN_IF_ERROR(runNaiveLayer(step, layer, x));
+    MLART_RETURN_IF_ERROR(
+        runNaiveLayer(step, layer, x, rows ? &(*rows)[layer] : nullptr));
     if (residual == Residual::RoundedToBF16)
       for (double &v : x)
         v = double(bf16ToFloat(floatToBf16(float(v))));

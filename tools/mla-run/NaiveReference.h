@@ -57,11 +57,22 @@ struct NaiveStep {
   mlart::RopeStyle style = mlart::RopeStyle::GptJ;
 };
 
+/// The rows a layer writes into its cache for the step's tokens, as the
+/// reference computes them for attention: the latent (kv_a's first
+/// latent-rank columns through the kv RMSNorm), [tokens, latent], and the
+/// rope key (kv_a's last rope columns, rotated at the token's position),
+/// [tokens, rope]; row-major.
+struct NaiveCacheRows {
+  std::vector<double> latent, ropeKey;
+};
+
 /// Runs layer `layer` of the step on `x` ([tokens, hidden], row-major), in
 /// place: x += o_proj(attention(x)). The step's new cache rows come from
-/// `x`, earlier rows from the layer's cache snapshot.
+/// `x`, earlier rows from the layer's cache snapshot; `rows`, when given,
+/// receives the new rows.
 mlart::Status runNaiveLayer(const NaiveStep &step, size_t layer,
-                            std::vector<double> &x);
+                            std::vector<double> &x,
+                            NaiveCacheRows *rows = nullptr);
 
 /// How `runNaiveStep` carries the residual stream between layers.
 enum class Residual {
@@ -71,9 +82,11 @@ enum class Residual {
 };
 
 /// All layers from hidden_states: the step's output (hidden_states_out,
-/// row-major) in double.
+/// row-major) in double. `rows`, when given, receives every layer's new
+/// cache rows (layer order).
 mlart::StatusOr<std::vector<double>>
-runNaiveStep(const NaiveStep &step, Residual residual = Residual::Exact);
+runNaiveStep(const NaiveStep &step, Residual residual = Residual::Exact,
+             std::vector<NaiveCacheRows> *rows = nullptr);
 
 } // namespace mlarun
 

@@ -1,7 +1,8 @@
 //===- NaiveReport.h - Which steps the naive reference checked, printed ---===//
 //
 // mla-run checks every step of a phase (the main artifact's steps, or the
-// decode steps after a prefill) against the float64 reference. A report
+// decode steps after a prefill) against the float64 reference: its outputs
+// (NaiveCheck) and what it wrote into the caches (CacheCheck). A report
 // keeps each step's figures so the output says which steps were checked and
 // how each fared, then summarizes the phase by its worst step.
 //
@@ -9,9 +10,11 @@
 #ifndef MLA_RUN_NAIVEREPORT_H
 #define MLA_RUN_NAIVEREPORT_H
 
+#include "CacheCheck.h"
 #include "NaiveCheck.h"
 
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -22,38 +25,60 @@ class NaiveReport {
 public:
   struct Step {
     int index = 0; ///< within the phase
-    NaiveCheck check;
+    /// The outputs' figures; none for a dummy step (every slot -1), whose
+    /// outputs a server discards and the reference cannot predict (the
+    /// step attends to rows it never wrote).
+    std::optional<NaiveCheck> check;
+    CacheCheck cache;
   };
 
   /// `phase` names the steps in the output ("decode", "prefill").
   NaiveReport(std::string phase, double tolerance)
       : phase_(std::move(phase)), tolerance_(tolerance) {}
 
-  void add(int index, const NaiveCheck &check);
+  void add(int index, std::optional<NaiveCheck> check,
+           const CacheCheck &cache);
   bool empty() const { return steps_.empty(); }
-  /// Every checked step within the tolerance (NaN is not).
+  /// Every checked step within the tolerance (NaN is not), caches included.
   bool ok() const;
-  bool ok(const NaiveCheck &check) const {
+  bool ok(const Step &step) const {
+    return (!step.check || outputsOk(*step.check)) && step.cache.ok();
+  }
+  bool outputsOk(const NaiveCheck &check) const {
     return check.gated() <= tolerance_;
   }
-  /// The step with the largest gated figure; requires !empty().
-  const Step &worst() const { return steps_[worst_]; }
+  /// The step whose outputs have the largest gated figure; null when no
+  /// step's outputs were compared.
+  const NaiveCheck *worstOutputs() const {
+    return worst_ ? &*steps_[*worst_].check : nullptr;
+  }
+  /// The step whose cache rows are furthest past their tolerance; requires
+  /// !empty().
+  const Step &worstCache() const { return steps_[worstCache_]; }
+  /// Over all steps: rows checked and bytes changed outside the slots.
+  int64_t cacheRowsChecked() const;
+  int64_t cacheBytesOutside() const;
 
-  /// A line per step, then the worst step's figures and the verdict.
+  /// A line per step for its outputs and one for its caches, then the worst
+  /// step's figures and the verdict.
   void printText(std::FILE *out) const;
   /// JSON array elements, one object per step, comma-separated; `first`
   /// says whether an element was printed before (and is updated).
   void printJsonSteps(std::FILE *out, bool &first) const;
 
 private:
+  void printCacheLine(std::FILE *out, const Step &step) const;
+
   std::string phase_;
   double tolerance_;
   std::vector<Step> steps_;
-  size_t worst_ = 0;
+  std::optional<size_t> worst_;
+  size_t worstCache_ = 0;
 };
 
 /// The JSON members (each after ", ") for reports in run order: the worst
-/// checked step of all (naive_max_rel_error, ...) and "naive_steps".
+/// checked step of all (naive_max_rel_error, ...), the cache writes of all
+/// (naive_cache_...) and "naive_steps".
 void printNaiveJson(std::FILE *out,
                     const std::vector<const NaiveReport *> &reports);
 

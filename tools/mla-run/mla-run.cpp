@@ -7,8 +7,9 @@
 // same model compiled without the optimizing passes) on identical inputs and
 // copies of the caches and reports the largest relative output error and any
 // cache difference; with --naive it checks every step, including the decode
-// steps after a prefill (--decode-artifact), against a float64 reference. A
-// mismatch makes the exit code non-zero.
+// steps after a prefill (--decode-artifact), against a float64 reference:
+// its outputs and the rows it wrote into the caches. A mismatch makes the
+// exit code non-zero.
 //
 // The runtime alone: no MLIR here.
 //
@@ -19,6 +20,7 @@
 #include "mlart/Executor.h"
 #include "mlart/KVCache.h"
 
+#include "CacheCheck.h"
 #include "NaiveCheck.h"
 #include "NaiveReference.h"
 #include "NaiveReport.h"
@@ -36,6 +38,7 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -63,6 +66,7 @@ struct Options {
   std::string decodeArtifact; ///< --decode-artifact: decode after prefill
   int decodeSteps = 0;        ///< with --decode-artifact: --steps
   int64_t sharedPrefix = 0;   ///< --shared-prefix: common prompt tokens
+  bool dummySlots = false;    ///< --dummy-slots: every slot -1
 };
 
 int usage() {
@@ -79,7 +83,8 @@ int usage() {
                "  --naive  also compare every step with a float64 "
                "non-absorbed reference (decode and prefill steps of mla-gen "
                "models, and the decode steps of --decode-artifact); compares "
-               "the attention layers' contribution, output - input\n"
+               "the attention layers' contribution, output - input, and the "
+               "cache rows each step wrote (no other cache byte may change)\n"
                "  --softmax-scale X  the model's scale for --naive (default: "
                "the artifact's)\n"
                "  --input NAME=FILE.npy  bind buffer NAME's data from a .npy "
@@ -91,6 +96,8 @@ int usage() {
                "same caches\n"
                "  --shared-prefix N  all requests share their first N prompt "
                "tokens (prefix caching)\n"
+               "  --dummy-slots  every step's slot_mapping is -1 (a warm-up "
+               "or profile step: it may write no cache byte)\n"
                "  (see docs/mla-run.md)\n");
   return 2;
 }
@@ -138,6 +145,8 @@ bool parseOptions(int argc, char **argv, Options &o) {
       o.decodeArtifact = v;
     else if (a == "--shared-prefix" && (v = next()))
       o.sharedPrefix = std::atoll(v);
+    else if (a == "--dummy-slots")
+      o.dummySlots = true;
     else if (!a.empty() && a[0] != '-' && o.artifact.empty())
       o.artifact = a;
     else
@@ -515,6 +524,8 @@ Status Harness::prepareStep(int step) {
   MLART_RETURN_IF_ERROR(blocks_->buildSlotMapping(
       chunks.data(), int64_t(chunks.size()), tokens_,
       hostAs<int64_t>("slot_mapping")));
+  if (options_.dummySlots)
+    std::fill_n(hostAs<int64_t>("slot_mapping"), tokens_, int64_t(-1));
   std::vector<RequestId> ids;
   for (int64_t r = 0; r < requests_; ++r)
     ids.push_back(r);
@@ -638,11 +649,31 @@ StatusOr<mlarun::NaiveStep> snapshotForNaive(Harness &harness,
   return step;
 }
 
-/// Compares the step `harness` just ran with the reference on `step`.
-StatusOr<mlarun::NaiveCheck> checkStep(Device &device, Harness &harness,
-                                       const mlarun::NaiveStep &step) {
-  MLART_ASSIGN_OR_RETURN(auto outputs, readOutputs(device, harness));
-  return mlarun::checkAgainstNaive(step, outputs);
+/// Checks the step `harness` just ran against the reference on `step` (its
+/// inputs and the caches before it) and adds it to `report`: its outputs,
+/// unless it is a dummy step, and what it wrote into the caches.
+Status checkStep(Device &device, Harness &harness,
+                 const mlarun::NaiveStep &step, int index, double tolerance,
+                 mlarun::NaiveReport &report) {
+  MLART_ASSIGN_OR_RETURN(bool dummy, mlarun::isDummyStep(step));
+  std::optional<mlarun::NaiveCheck> check;
+  std::vector<mlarun::NaiveCacheRows> rows;
+  if (!dummy) {
+    MLART_ASSIGN_OR_RETURN(auto outputs, readOutputs(device, harness));
+    MLART_ASSIGN_OR_RETURN(check,
+                           mlarun::checkAgainstNaive(step, outputs, &rows));
+  }
+  std::vector<std::vector<uint8_t>> after;
+  for (KVCache &cache : harness.caches()) {
+    after.emplace_back(cache.sizeBytes());
+    MLART_RETURN_IF_ERROR(
+        cache.readBytes(0, after.back().data(), after.back().size()));
+  }
+  MLART_ASSIGN_OR_RETURN(
+      mlarun::CacheCheck cache,
+      mlarun::checkCacheWrites(step, rows, after, tolerance));
+  report.add(index, std::move(check), cache);
+  return Status::success();
 }
 
 /// --dump-output: the step's hidden_states_out as float32 .npy.
@@ -712,12 +743,11 @@ int runDecodePhase(Device &device, const Options &options, Harness &prefill,
                           std::chrono::steady_clock::now() - start)
                           .count());
     if (options.naive) {
-      StatusOr<mlarun::NaiveCheck> check =
-          checkStep(device, harness, naiveStep);
-      if (!check.ok())
+      if (Status s = checkStep(device, harness, naiveStep, step,
+                               options.tolerance, result.naive);
+          !s.ok())
         return fail("naive reference, decode step " + std::to_string(step),
-                    check.status());
-      result.naive.add(step, check.value());
+                    s);
     }
     if (Status s = harness.finishStep(); !s.ok())
       return fail("committing decode step " + std::to_string(step), s);
@@ -874,11 +904,10 @@ int main(int argc, char **argv) {
       if (Status s = device->checkErrors(stream); !s.ok())
         return fail("step " + std::to_string(step) + " (graph replay)", s);
     if (options.naive) {
-      StatusOr<mlarun::NaiveCheck> check =
-          checkStep(*device, harness, naiveStep);
-      if (!check.ok())
-        return fail("naive reference", check.status());
-      naive.add(step, check.value());
+      if (Status s = checkStep(*device, harness, naiveStep, step,
+                               options.tolerance, naive);
+          !s.ok())
+        return fail("naive reference", s);
     }
     if (!options.dumpOutput.empty() && options.decodeArtifact.empty() &&
         step + 1 == options.steps)
