@@ -2,7 +2,8 @@
 //
 // Usage: mla-bench [out.json] [--quick] [--decode-only] [--no-h128]
 //                  [--cache-only] [--decode-h=H] [--decode-b=B] [--decode-l=L]
-//                  [--no-ceilings]
+//                  [--no-ceilings] [--codegen-only]
+//                  [--step=ARTIFACT ...] [--step-context=L] [--step-only]
 // Times every kernel with CUDA events (warm-up, then the median of many
 // individually bracketed calls), and measures in the same run the two
 // ceilings: a large device-to-device copy (bytes read + written) and a cuBLAS
@@ -12,6 +13,7 @@
 //===----------------------------------------------------------------------===//
 #include "mlart/Codegen.h"
 #include "mlart/CudaDevice.h"
+#include "StepBench.h"
 
 #include <cuda_runtime.h>
 
@@ -155,6 +157,27 @@ void add(const std::string &k, const std::string &shape, double ms,
   std::fflush(stdout);
 }
 
+/// Writes every row, with the ceilings of this run, as JSON.
+void writeJson(const std::string &path, const std::string &device) {
+  if (FILE *f = std::fopen(path.c_str(), "w")) {
+    std::fprintf(f, "{\n  \"device\": \"%s\",\n  \"copy_gbs\": %.1f,\n  \"gemm_tflops\": %.1f,\n  \"rows\": [\n",
+                 device.c_str(), copyGBs, gemmTflops);
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const Row &r = rows[i];
+      std::fprintf(f,
+                   "    {\"kernel\": \"%s\", \"shape\": \"%s\", \"us\": %.3f, "
+                   "\"gbs\": %.1f, \"tflops\": %.2f, \"pct_copy\": %.1f, "
+                   "\"pct_gemm\": %.1f, \"us_per_call\": %.3f}%s\n",
+                   r.kernel.c_str(), r.shape.c_str(), r.us, r.gbs, r.tflops,
+                   r.pctCopy, r.pctGemm, std::isnan(r.usCall) ? -1.0 : r.usCall,
+                   i + 1 < rows.size() ? "," : "");
+    }
+    std::fprintf(f, "  ]\n}\n");
+    std::fclose(f);
+    std::printf("wrote %s\n", path.c_str());
+  }
+}
+
 TensorRef ten(void *p, DType t, std::initializer_list<int64_t> s) {
   return TensorRef::contiguous(p, t, s);
 }
@@ -279,7 +302,9 @@ void benchCodegen(CudaDevice &dev, bool quick, std::mt19937 &rng) {
 int main(int argc, char **argv) {
   std::string jsonPath = "mla-bench.json";
   bool quick = false, decodeOnly = false, noH128 = false, cacheOnly = false;
-  bool noCeilings = false, codegenOnly = false;
+  bool noCeilings = false, codegenOnly = false, stepOnly = false;
+  std::vector<std::string> stepPaths;
+  int64_t stepContext = 4095;
   int decodeH = 0, decodeB = 0;
   int64_t decodeL = 0;
   for (int i = 1; i < argc; ++i) {
@@ -301,6 +326,12 @@ int main(int argc, char **argv) {
       noCeilings = true;
     else if (std::string(argv[i]) == "--codegen-only")
       codegenOnly = true;
+    else if (std::string(argv[i]).rfind("--step=", 0) == 0)
+      stepPaths.push_back(argv[i] + 7); // a compiled decode step to time
+    else if (std::string(argv[i]).rfind("--step-context=", 0) == 0)
+      stepContext = std::atoll(argv[i] + 15);
+    else if (std::string(argv[i]) == "--step-only")
+      stepOnly = true;
     else
       jsonPath = argv[i];
   }
@@ -355,6 +386,33 @@ int main(int argc, char **argv) {
       add("ceiling:gemm", "bf16 8192^3 (cuBLAS)", ms, 3.0 * n * n * 2,
           2.0 * double(n) * n * n);
     }
+  }
+
+  // Whole compiled decode steps (mla-gen | mla-opt | mla-translate), eager
+  // (one Executor::run per call, host launches included) and replayed as
+  // the executor's CUDA graph.
+  for (const std::string &path : stepPaths) {
+    auto step = bench::CompiledStep::load(*dev, path, stepContext, rng);
+    if (!step.ok()) {
+      std::printf("step %s: %s\n", path.c_str(), step.status().message().c_str());
+      continue;
+    }
+    Executor &ex = step.value()->executor();
+    const std::string base = path.substr(path.find_last_of('/') + 1);
+    const std::string shape = "B=" + std::to_string(step.value()->batch()) +
+                              " L=" + std::to_string(stepContext + 1);
+    CHECK(ex.run(gStream)); // loads cuBLAS, warms the allocator
+    double eager = timeMs([&] { CHECK(ex.run(gStream)); }, quick ? 10 : 30);
+    add("step " + base + " eager", shape, eager, step.value()->bytes(),
+        step.value()->flops(), eager);
+    CHECK(ex.captureGraph(gStream));
+    double graph = timeMs([&] { CHECK(ex.runGraph(gStream, false)); }, quick ? 10 : 30);
+    add("step " + base + " graph", shape, graph, step.value()->bytes(),
+        step.value()->flops(), graph);
+  }
+  if (stepOnly) {
+    writeJson(jsonPath, dev->deviceName());
+    return 0;
   }
 
   // Cache update (plain bf16) and fused rope + update.
@@ -586,23 +644,6 @@ int main(int argc, char **argv) {
             ms, bytes, flops, call);
       }
 
-  // JSON.
-  if (FILE *f = std::fopen(jsonPath.c_str(), "w")) {
-    std::fprintf(f, "{\n  \"device\": \"%s\",\n  \"copy_gbs\": %.1f,\n  \"gemm_tflops\": %.1f,\n  \"rows\": [\n",
-                 dev->deviceName().c_str(), copyGBs, gemmTflops);
-    for (size_t i = 0; i < rows.size(); ++i) {
-      const Row &r = rows[i];
-      std::fprintf(f,
-                   "    {\"kernel\": \"%s\", \"shape\": \"%s\", \"us\": %.3f, "
-                   "\"gbs\": %.1f, \"tflops\": %.2f, \"pct_copy\": %.1f, "
-                   "\"pct_gemm\": %.1f, \"us_per_call\": %.3f}%s\n",
-                   r.kernel.c_str(), r.shape.c_str(), r.us, r.gbs, r.tflops,
-                   r.pctCopy, r.pctGemm, std::isnan(r.usCall) ? -1.0 : r.usCall,
-                   i + 1 < rows.size() ? "," : "");
-    }
-    std::fprintf(f, "  ]\n}\n");
-    std::fclose(f);
-    std::printf("wrote %s\n", jsonPath.c_str());
-  }
+  writeJson(jsonPath, dev->deviceName());
   return 0;
 }

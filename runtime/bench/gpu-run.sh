@@ -19,7 +19,8 @@ for v in 0 1; do
 MLART_DECODE_MANY=force MLART_DECODE_MANY_VARIANT=$v timeout 60 ./mlart-cuda-tests --gtest_filter="*Decode*" > $OUT/tests-many-v$v.log 2>&1; echo "tests (decode many-heads forced, variant $v) rc=$?" | tee -a $OUT/summary.txt
 done
 if [ -z "$NO_BENCH" ]; then
-timeout ${T_BENCH:-200} ./mla-bench $OUT/bench.json ${BENCH_ARGS} 2>&1 | tee $OUT/bench.log; echo "bench rc=${PIPESTATUS[0]}" | tee -a $OUT/summary.txt
+STEP_ARGS=$(for f in b64.*.mlaa; do [ -e "$f" ] && printf -- "--step=%s " "$f"; done)
+timeout ${T_BENCH:-200} ./mla-bench $OUT/bench.json ${STEP_ARGS} ${BENCH_ARGS} 2>&1 | tee $OUT/bench.log; echo "bench rc=${PIPESTATUS[0]}" | tee -a $OUT/summary.txt
 MLART_DECODE_VARIANT=0 timeout 90 ./mla-bench $OUT/bench-v0.json --decode-only 2>&1 | tee $OUT/bench-v0.log; echo "bench v0 rc=${PIPESTATUS[0]}" | tee -a $OUT/summary.txt
 for v in 0 1 2; do
 MLART_DECODE_MANY_VARIANT=$v timeout 90 ./mla-bench $OUT/bench-many-v$v.json --decode-only --decode-h=128 --no-ceilings 2>&1 | tee $OUT/bench-many-v$v.log; echo "bench many-heads variant $v rc=${PIPESTATUS[0]}" | tee -a $OUT/summary.txt
