@@ -264,8 +264,7 @@ TEST(CudaCodegen, MatchesTheLibraryBitForBit) {
 
 TEST(CudaCodegen, BadSlotsAndPositionsAreReported) {
   REQUIRE_FIXTURE();
-  Case c = cases()[5]; // rope gptj plain, T = 1
-  c.T = c.N = 8;
+  const Case c{signatures()[1], 8, 8, 0}; // rope gptj plain, i32 slots
   const CodegenKernel *k = findKernel(*art, c.sig);
   ASSERT_NE(k, nullptr);
   {
