@@ -110,10 +110,10 @@ constexpr int64_t kInlineValidationLimit = 1024;
 /// The separate validation of a large cache write, for write kernels that
 /// are not the library's (docs/codegen.md): when `slots` (or `positions`,
 /// with `cosSin`'s row count as the bound) has more than
-/// kInlineValidationLimit entries, clears DeviceErrorRecord::callFailed and
-/// launches on `stream` the kernel that records bad indices as the write
-/// kernels do and sets callFailed; the write kernel launched after it must
-/// then write nothing when callFailed is set. Returns whether it ran.
+/// kInlineValidationLimit entries, launches on `stream` the kernel that
+/// records bad indices as the write kernels do and publishes its verdict
+/// in DeviceErrorRecord::callFailed; the write kernel launched after it
+/// must then write nothing when callFailed is set. Returns whether it ran.
 StatusOr<bool> prevalidateCacheWrite(CudaContext &ctx, const TensorRef &slots,
                                      const KVCacheRef &cache,
                                      const TensorRef *positions,
