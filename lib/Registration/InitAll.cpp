@@ -7,6 +7,7 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
+#include "mlir/Dialect/ControlFlow/IR/ControlFlowOps.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
@@ -25,7 +26,8 @@
 
 void mlir::mla::registerAllDialects(DialectRegistry &registry) {
   registry.insert<mla::MLADialect, arith::ArithDialect,
-                  bufferization::BufferizationDialect, func::FuncDialect,
+                  bufferization::BufferizationDialect,
+                  cf::ControlFlowDialect, func::FuncDialect,
                   gpu::GPUDialect, LLVM::LLVMDialect, NVVM::NVVMDialect,
                   linalg::LinalgDialect, math::MathDialect,
                   memref::MemRefDialect, scf::SCFDialect,

@@ -22,4 +22,22 @@ std::string codegenKernelName(const CodegenSignature &sig) {
   return name;
 }
 
+int codegenEntryParams(const std::string &ptx, const std::string &name) {
+  const std::string head = ".entry " + name + "(";
+  const size_t open = ptx.find(head);
+  if (open == std::string::npos)
+    return -1;
+  const size_t first = open + head.size();
+  const size_t close = ptx.find(')', first);
+  if (close == std::string::npos)
+    return -1;
+  // Every parameter is declared `.param <type> [qualifiers] <name>`; names
+  // (`<entry>_param_<i>`) never contain ".param".
+  int n = 0;
+  for (size_t at = ptx.find(".param", first); at < close;
+       at = ptx.find(".param", at + 6))
+    ++n;
+  return n;
+}
+
 } // namespace mlart

@@ -10,6 +10,7 @@
 // AUTO: mla.kernel
 // AUTO: gpu.binary @mla_kernels
 // RUN: not mla-opt %s -mla-decode-pipeline='kernels=fast' 2>&1 | FileCheck %s --check-prefix=BADOPT
+// RUN: mla-opt %s -mla-decode-pipeline='target=cuda-sm90 kernels=codegen' | FileCheck %s --check-prefix=VOTE
 
 // The PTX text: 16-byte global loads and stores, no FMA contraction in the rope,
 // IEEE division and saturating RNE fp8 conversion for fp8_ds_mla.
@@ -27,6 +28,24 @@
 // PTX-DAG: cvt.rn.satfinite.e4m3x2.f32
 // PTX-NOT: fma.rn.f32
 // PTX-NOT: gpu.module
+
+// All-or-nothing in the PTX (the text is one line): in each kernel the
+// error records' atomics and one barrier reduction (the vote) come before
+// the first global store; blocks ask for full occupancy (3 a SM).
+// VOTE: .visible .entry mla_rope_cache_update_plain_bf16_l512_p64_in_bf16_slot_i64_neox_pos_i64_q(
+// VOTE-SAME: .minnctapersm 3
+// VOTE-NOT: st.global
+// VOTE-SAME: atom.global.min.s32
+// VOTE-NOT: st.global
+// VOTE-SAME: bar.red.or.pred
+// VOTE-SAME: st.global.v4.b32
+// VOTE-SAME: .visible .entry mla_cache_update_fp8_ds_mla_f8e4m3fn_l512_p64_in_bf16_slot_i64(
+// VOTE-NOT: st.global
+// VOTE-SAME: atom.global.min.s32
+// VOTE-NOT: st.global
+// VOTE-SAME: bar.red.or.pred
+// VOTE-SAME: st.global
+// VOTE-NOT: bar.red
 
 // ART: module 0 ptx {{[0-9]+}} bytes
 // ART-NEXT: kernel 0 @mla_rope_cache_update_plain_bf16_l512_p64_in_bf16_slot_i64_neox_pos_i64_q rope_cache_update module 0 block 544 tokens 8

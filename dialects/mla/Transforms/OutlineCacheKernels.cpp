@@ -12,6 +12,7 @@
 #include "mlart/Codegen.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/ControlFlow/IR/ControlFlowOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/Math/IR/Math.h"
@@ -21,6 +22,7 @@
 #include "mlir/IR/ImplicitLocOpBuilder.h"
 #include "llvm/ADT/StringMap.h"
 
+#include <algorithm>
 #include <cfloat>
 
 namespace mlir::mla {
@@ -36,6 +38,8 @@ namespace {
 constexpr StringLiteral kModuleName = "mla_kernels";
 /// Global memory on NVVM.
 constexpr unsigned kGlobal = 1;
+/// Resident threads and blocks of one sm_90 SM.
+constexpr int64_t kMaxThreadsPerSM = 2048, kMaxBlocksPerSM = 32;
 
 /// What the kernel of one op looks like.
 struct KernelPlan {
@@ -171,7 +175,9 @@ FailureOr<KernelPlan> planFor(Operation *op, unsigned tokensPerBlock,
   return p;
 }
 
-/// Emits the body of one kernel.
+/// Emits the body of one kernel in three phases (docs/codegen.md): loads,
+/// the all-or-nothing vote, writes. Nothing is stored before the vote, so a
+/// bad slot or position anywhere in the call leaves every byte unchanged.
 class KernelEmitter {
 public:
   KernelEmitter(ImplicitLocOpBuilder &b, const KernelPlan &p,
@@ -181,6 +187,14 @@ public:
   void emit();
 
 private:
+  /// Memref arguments (the order of mlart/Codegen.h).
+  enum Mem { KvC, KPe, Slots, Cache, Positions, CosSin, QPe, BadSlot, BadPos,
+             CallFailed };
+  /// The two bf16 vectors of a k_pe or q_pe rope item.
+  struct RopeItem {
+    Value a, b;
+  };
+
   Value cst(int64_t v) { return arith::ConstantIndexOp::create(b, v); }
   Value arg(int i) { return func.getArgument(unsigned(i)); }
   Value scalar(int i) {
@@ -192,8 +206,19 @@ private:
   Value lt(Value a, Value c) {
     return arith::CmpIOp::create(b, arith::CmpIPredicate::slt, a, c);
   }
+  Value ge(Value a, Value c) {
+    return arith::CmpIOp::create(b, arith::CmpIPredicate::sge, a, c);
+  }
   Value andI(Value a, Value c) { return arith::AndIOp::create(b, a, c); }
-  /// `memref[index]` of an index tensor as `index`, or -1 when !valid.
+  Value orI(Value a, Value c) { return arith::OrIOp::create(b, a, c); }
+  /// lo <= v < hi.
+  Value inRange(Value v, Value hi) { return andI(ge(v, cst(0)), lt(v, hi)); }
+  Value zeros(VectorType type) {
+    return arith::ConstantOp::create(
+        b, DenseElementsAttr::get(type, b.getZeroAttr(type.getElementType())));
+  }
+  /// `memref[index]` of an index tensor as `index`; -1 when `valid` (if
+  /// given) is false.
   Value loadIndex(Value memref, Value index, Value valid);
   /// Records `t` into the error cell `memref` (atomic min).
   void record(Value memref, Value t);
@@ -202,42 +227,57 @@ private:
     return vector::LoadOp::create(b, type, memref, index, false,
                                   llvm::MaybeAlign(16));
   }
+  /// `then()`'s vector values when `cond`, zeros otherwise.
+  SmallVector<Value> loadIf(Value cond, ArrayRef<VectorType> types,
+                            function_ref<SmallVector<Value>()> then);
   void storeBytes(Value v, Value byteIndex, int64_t align) {
     auto type = cast<VectorType>(v.getType());
     int64_t bytes = type.getNumElements() *
                     type.getElementType().getIntOrFloatBitWidth() / 8;
     Value raw = vector::BitCastOp::create(b, vec(bytes, b.getI8Type()), v);
-    vector::StoreOp::create(b, raw, arg(3), byteIndex, false,
+    vector::StoreOp::create(b, raw, arg(Cache), byteIndex, false,
                             llvm::MaybeAlign(align));
   }
-  /// Rotates 8 pairs (see docs/codegen.md): returns the new A and B vectors.
-  std::pair<Value, Value> rotate(Value a, Value bv, Value pos, Value g);
-  /// Rotates the item `g` of the rope row starting at element `rowStart` of
-  /// `memref` in place, and optionally stores it into the cache row.
-  void ropeItem(Value memref, Value rowStart, Value pos, Value g,
-                Value cacheRow, Value write);
+  /// Element offsets (A, B) of rope item `g` in its row.
+  std::pair<Value, Value> ropeOffsets(Value g);
+  /// Loads rope item `g` of the row at `rowStart` of `memref`; zeros when
+  /// `valid` (if given) is false.
+  RopeItem loadRope(Value memref, Value rowStart, Value g, Value valid);
+  /// Rotates 8 pairs by the cos/sin of `pos` (see docs/codegen.md):
+  /// returns the new A and B vectors.
+  std::pair<Value, Value> rotate(const RopeItem &r, Value pos, Value g);
+  /// Rotates item `g` by `pos` (in range), stores it back in place and,
+  /// when `cacheRow` is given and `write` holds, into the cache row.
+  void storeRope(Value memref, Value rowStart, Value g, Value pos,
+                 const RopeItem &r, Value cacheRow, Value write);
+  /// True in every thread of the block when the call must write nothing:
+  /// the separate validation's verdict (prevalidated calls) or this
+  /// block's own scan of every slot and position, combined by a barrier.
+  Value vote(Value tid, Value bid);
 
   ImplicitLocOpBuilder &b;
   const KernelPlan &p;
   gpu::GPUFuncOp func;
   Value T, N, kvStride, kpStride, slotStride, numSlots, posStride, csStride,
-      maxPos, qS0, qS1, hq;
+      maxPos, qS0, qS1, hq, prevalidated;
 };
 
 Value KernelEmitter::loadIndex(Value memref, Value index, Value valid) {
   Type type = cast<MemRefType>(memref.getType()).getElementType();
-  auto ifOp = scf::IfOp::create(b, b.getIndexType(), valid, true);
-  {
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointToStart(&ifOp.getThenRegion().front());
+  auto load = [&] {
     Value v = memref::LoadOp::create(b, memref, index);
     if (type.isInteger(32))
       v = arith::ExtSIOp::create(b, b.getI64Type(), v);
-    scf::YieldOp::create(b, arith::IndexCastOp::create(b, b.getIndexType(), v)
-                                .getResult());
-    b.setInsertionPointToStart(&ifOp.getElseRegion().front());
-    scf::YieldOp::create(b, cst(-1));
-  }
+    return arith::IndexCastOp::create(b, b.getIndexType(), v).getResult();
+  };
+  if (!valid)
+    return load();
+  auto ifOp = scf::IfOp::create(b, b.getIndexType(), valid, true);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(&ifOp.getThenRegion().front());
+  scf::YieldOp::create(b, load());
+  b.setInsertionPointToStart(&ifOp.getElseRegion().front());
+  scf::YieldOp::create(b, cst(-1));
   return ifOp.getResult(0);
 }
 
@@ -247,20 +287,61 @@ void KernelEmitter::record(Value memref, Value t) {
                               ValueRange{cst(0)});
 }
 
-std::pair<Value, Value> KernelEmitter::rotate(Value a, Value bv, Value pos,
+SmallVector<Value>
+KernelEmitter::loadIf(Value cond, ArrayRef<VectorType> types,
+                      function_ref<SmallVector<Value>()> then) {
+  SmallVector<Type> resultTypes(types.begin(), types.end());
+  auto ifOp = scf::IfOp::create(b, resultTypes, cond, true);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(&ifOp.getThenRegion().front());
+  scf::YieldOp::create(b, then());
+  b.setInsertionPointToStart(&ifOp.getElseRegion().front());
+  SmallVector<Value> z;
+  for (VectorType t : types)
+    z.push_back(zeros(t));
+  scf::YieldOp::create(b, z);
+  return SmallVector<Value>(ifOp.getResults());
+}
+
+std::pair<Value, Value> KernelEmitter::ropeOffsets(Value g) {
+  const int64_t half = p.sig.ropeDim / 2;
+  // NeoX: elements 8g.. and half+8g..; GPT-J: 16g.. and 16g+8...
+  if (p.sig.style == mlart::RopeStyle::GptJ) {
+    Value a0 = mul(g, cst(16));
+    return {a0, add(a0, cst(8))};
+  }
+  Value a0 = mul(g, cst(8));
+  return {a0, add(a0, cst(half))};
+}
+
+KernelEmitter::RopeItem KernelEmitter::loadRope(Value memref,
+                                                Value rowStart, Value g,
+                                                Value valid) {
+  VectorType bf16x8 = vec(8, p.input);
+  auto load = [&]() -> SmallVector<Value> {
+    auto [a0, b0] = ropeOffsets(g);
+    return {load16(memref, add(rowStart, a0), bf16x8),
+            load16(memref, add(rowStart, b0), bf16x8)};
+  };
+  SmallVector<Value> v = valid ? loadIf(valid, {bf16x8, bf16x8}, load) : load();
+  return {v[0], v[1]};
+}
+
+std::pair<Value, Value> KernelEmitter::rotate(const RopeItem &r, Value pos,
                                               Value g) {
   const int64_t half = p.sig.ropeDim / 2;
   VectorType f32x8 = vec(8, b.getF32Type());
   // cos/sin of pairs 8g .. 8g+7 (both styles number pairs that way).
   Value csRow = add(mul(pos, csStride), mul(g, cst(8)));
-  Value c = vector::LoadOp::create(b, f32x8, arg(5), csRow);
-  Value s = vector::LoadOp::create(b, f32x8, arg(5), add(csRow, cst(half)));
-  Value x0 = a, x1 = bv;
+  Value c = vector::LoadOp::create(b, f32x8, arg(CosSin), csRow);
+  Value s =
+      vector::LoadOp::create(b, f32x8, arg(CosSin), add(csRow, cst(half)));
+  Value x0 = r.a, x1 = r.b;
   const bool gptj = p.sig.style == mlart::RopeStyle::GptJ;
   if (gptj) { // deinterleave the 16 elements of A, B into the pair halves
-    x0 = vector::ShuffleOp::create(b, a, bv,
+    x0 = vector::ShuffleOp::create(b, r.a, r.b,
                                    ArrayRef<int64_t>{0, 2, 4, 6, 8, 10, 12, 14});
-    x1 = vector::ShuffleOp::create(b, a, bv,
+    x1 = vector::ShuffleOp::create(b, r.a, r.b,
                                    ArrayRef<int64_t>{1, 3, 5, 7, 9, 11, 13, 15});
   }
   x0 = arith::ExtFOp::create(b, f32x8, x0);
@@ -281,17 +362,10 @@ std::pair<Value, Value> KernelEmitter::rotate(Value a, Value bv, Value pos,
               b, r0, r1, ArrayRef<int64_t>{4, 12, 5, 13, 6, 14, 7, 15})};
 }
 
-void KernelEmitter::ropeItem(Value memref, Value rowStart, Value pos, Value g,
-                             Value cacheRow, Value write) {
-  const int64_t half = p.sig.ropeDim / 2;
-  const bool gptj = p.sig.style == mlart::RopeStyle::GptJ;
-  // NeoX: elements 8g.. and half+8g..; GPT-J: 16g.. and 16g+8...
-  Value a0 = gptj ? mul(g, cst(16)) : mul(g, cst(8));
-  Value b0 = gptj ? add(a0, cst(8)) : add(a0, cst(half));
-  VectorType bf16x8 = vec(8, p.input);
-  Value a = load16(memref, add(rowStart, a0), bf16x8);
-  Value bv = load16(memref, add(rowStart, b0), bf16x8);
-  auto [ra, rb] = rotate(a, bv, pos, g);
+void KernelEmitter::storeRope(Value memref, Value rowStart, Value g, Value pos,
+                              const RopeItem &r, Value cacheRow, Value write) {
+  auto [a0, b0] = ropeOffsets(g);
+  auto [ra, rb] = rotate(r, pos, g);
   vector::StoreOp::create(b, ra, memref, add(rowStart, a0), false,
                           llvm::MaybeAlign(16));
   vector::StoreOp::create(b, rb, memref, add(rowStart, b0), false,
@@ -303,6 +377,67 @@ void KernelEmitter::ropeItem(Value memref, Value rowStart, Value pos, Value g,
   b.setInsertionPointToStart(&ifWrite.getThenRegion().front());
   storeBytes(ra, add(cacheRow, mul(a0, cst(2))), 16);
   storeBytes(rb, add(cacheRow, mul(b0, cst(2))), 16);
+}
+
+Value KernelEmitter::vote(Value tid, Value bid) {
+  auto ifPre = scf::IfOp::create(b, b.getI1Type(), prevalidated, true);
+  OpBuilder::InsertionGuard guard(b);
+  // Large call: the runtime ran the library's validation kernel first; it
+  // recorded the errors and set call_failed.
+  b.setInsertionPointToStart(&ifPre.getThenRegion().front());
+  Value failed = memref::LoadOp::create(b, arg(CallFailed), ValueRange{cst(0)});
+  scf::YieldOp::create(
+      b, arith::CmpIOp::create(b, arith::CmpIPredicate::ne, failed,
+                               arith::ConstantIntOp::create(b, 0, 32))
+             .getResult());
+
+  // Small call: the block's threads scan every slot (and position); block
+  // 0 records the smallest bad index, as the library does.
+  b.setInsertionPointToStart(&ifPre.getElseRegion().front());
+  Value isBlock0 =
+      arith::CmpIOp::create(b, arith::CmpIPredicate::eq, bid, cst(0));
+  Value end = p.rope ? T : N; // N <= T
+  Value falseV = arith::ConstantIntOp::create(b, 0, 1);
+  auto scan = scf::ForOp::create(b, tid, end, cst(p.blockThreads()),
+                                 ValueRange{falseV});
+  {
+    OpBuilder::InsertionGuard loopGuard(b);
+    b.setInsertionPointToStart(scan.getBody());
+    Value i = scan.getInductionVar();
+    // Both loads before any compare: one memory round trip an iteration.
+    Value s = loadIndex(arg(Slots), mul(i, slotStride),
+                        p.rope ? lt(i, N) : Value());
+    Value x = p.rope ? loadIndex(arg(Positions), mul(i, posStride), Value())
+                     : Value();
+    Value badSlot = ge(s, numSlots);
+    auto ifSlot = scf::IfOp::create(b, andI(badSlot, isBlock0), false);
+    b.setInsertionPointToStart(&ifSlot.getThenRegion().front());
+    record(arg(BadSlot), i);
+    b.setInsertionPointAfter(ifSlot);
+    Value bad = orI(scan.getRegionIterArgs()[0], badSlot);
+    if (p.rope) {
+      Value badPos = arith::XOrIOp::create(
+          b, inRange(x, maxPos), arith::ConstantIntOp::create(b, 1, 1));
+      auto ifPos = scf::IfOp::create(b, andI(badPos, isBlock0), false);
+      b.setInsertionPointToStart(&ifPos.getThenRegion().front());
+      record(arg(BadPos), i);
+      b.setInsertionPointAfter(ifPos);
+      bad = orI(bad, badPos);
+    }
+    scf::YieldOp::create(b, bad);
+  }
+  // bar.red.or.pred: one barrier combines the block's verdicts.
+  Value pred = arith::ExtUIOp::create(b, b.getI32Type(), scan.getResult(0));
+  auto barrier = NVVM::BarrierOp::create(
+      b, b.getI32Type(), Value(), Value(),
+      NVVM::BarrierReductionAttr::get(b.getContext(),
+                                      NVVM::BarrierReduction::OR),
+      pred);
+  scf::YieldOp::create(
+      b, arith::CmpIOp::create(b, arith::CmpIPredicate::ne, barrier.getRes(),
+                               arith::ConstantIntOp::create(b, 0, 32))
+             .getResult());
+  return ifPre.getResult(0);
 }
 
 void KernelEmitter::emit() {
@@ -319,6 +454,9 @@ void KernelEmitter::emit() {
   qS0 = scalar(9);
   qS1 = scalar(10);
   hq = scalar(11);
+  prevalidated = arith::CmpIOp::create(
+      b, arith::CmpIPredicate::ne, arg(mlart::kCodegenMemrefArgs + 12),
+      arith::ConstantIntOp::create(b, 0, 64));
 
   Value tid = gpu::ThreadIdOp::create(b, gpu::Dimension::x);
   Value bid = gpu::BlockIdOp::create(b, gpu::Dimension::x);
@@ -327,73 +465,84 @@ void KernelEmitter::emit() {
   Value x = arith::RemUIOp::create(b, tid, tpt);
   Value t = add(mul(bid, cst(p.tokensPerBlock)), y);
   Value zero = cst(0);
-  Value isLeader = arith::CmpIOp::create(b, arith::CmpIPredicate::eq, x, zero);
 
-  // Slot guard: negative skipped, >= num_slots skipped and recorded.
+  // --- Phase 1: loads that need no vote, nothing stored. ---
+  // The token's slot and position and the row data a thread copies or
+  // quantises depend on the token index only: they are in flight during
+  // the vote's scan, so copies store right after it. Rope items (k_pe, and
+  // q_pe past its first position) load their data with cos/sin after the
+  // vote: cos/sin need the position anyway, so their chain (scan |
+  // position, then data) is as long as without the vote, and fewer values
+  // stay live across the barrier (registers, see minctasm).
   Value hasSlot = lt(t, N);
-  Value slot = loadIndex(arg(2), mul(t, slotStride), hasSlot);
-  Value slotOk = andI(arith::CmpIOp::create(b, arith::CmpIPredicate::sge, slot,
-                                            zero),
-                      lt(slot, numSlots));
-  Value badSlot = andI(andI(hasSlot, isLeader),
-                       arith::CmpIOp::create(b, arith::CmpIPredicate::sge,
-                                             slot, numSlots));
-  {
-    auto ifBad = scf::IfOp::create(b, badSlot, false);
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointToStart(&ifBad.getThenRegion().front());
-    record(arg(7), t);
-  }
-  Value write = slotOk;
+  Value slot = loadIndex(arg(Slots), mul(t, slotStride), hasSlot);
+  Value write = inRange(slot, numSlots); // negative slots: skipped
   Value inT = lt(t, T);
   Value pos, posOk;
   if (p.rope) {
-    pos = loadIndex(arg(4), mul(t, posStride), inT);
-    posOk = andI(arith::CmpIOp::create(b, arith::CmpIPredicate::sge, pos, zero),
-                 lt(pos, maxPos));
-    Value badPos = andI(andI(inT, isLeader),
-                        arith::XOrIOp::create(b, posOk,
-                                              arith::ConstantIntOp::create(
-                                                  b, 1, 1)));
-    auto ifBad = scf::IfOp::create(b, badPos, false);
-    {
-      OpBuilder::InsertionGuard guard(b);
-      b.setInsertionPointToStart(&ifBad.getThenRegion().front());
-      record(arg(8), t);
-    }
+    pos = loadIndex(arg(Positions), mul(t, posStride), inT);
+    posOk = inRange(pos, maxPos);
     write = andI(write, posOk);
   }
-  Value row = mul(arith::MaxSIOp::create(b, slot, zero), cst(p.rowBytes));
   Value isLatent = lt(x, cst(p.latThreads));
+  Value isRope = andI(ge(x, cst(p.latThreads)),
+                      lt(x, cst(p.latThreads + p.ropeThreads)));
+  Value k = arith::SubIOp::create(b, x, cst(p.latThreads));
   Value kvRow = mul(t, kvStride);
   Value kpRow = mul(t, kpStride);
+  // Elements per thread: a 16-byte vector, or 8 values for fp8_ds_mla.
+  const int64_t chunk = p.dsMla ? 8 : 16 / p.elemBytes;
+  VectorType chunkType = vec(chunk, p.input);
+  Value latent =
+      loadIf(andI(hasSlot, isLatent), {chunkType}, [&]() -> SmallVector<Value> {
+        return {load16(arg(KvC), add(kvRow, mul(x, cst(chunk))), chunkType)};
+      })[0];
+  Value ropeCopy;
+  if (!p.rope)
+    ropeCopy =
+        loadIf(andI(hasSlot, isRope), {chunkType}, [&]() -> SmallVector<Value> {
+          return {load16(arg(KPe), add(kpRow, mul(k, cst(chunk))), chunkType)};
+        })[0];
+  // q_pe: (token, head, item) triples strided over the whole grid (the
+  // runtime launches enough blocks for T x Hq x rope/16 items); the
+  // position of the thread's first item is loaded before the vote.
+  const int64_t qItems = p.sig.ropeDim / 16;
+  Value perToken, qTotal, qFirst, qStep, q0Pos;
+  if (p.q) {
+    perToken = mul(hq, cst(qItems));
+    qTotal = mul(perToken, T);
+    qStep = mul(gpu::GridDimOp::create(b, gpu::Dimension::x),
+                cst(p.blockThreads()));
+    qFirst = add(mul(bid, cst(p.blockThreads())), tid);
+    Value tq = arith::DivUIOp::create(
+        b, qFirst, arith::MaxUIOp::create(b, perToken, cst(1)));
+    q0Pos = loadIndex(arg(Positions), mul(tq, posStride), lt(qFirst, qTotal));
+  }
 
-  // Latent part.
+  // --- Phase 2: the vote; a failed call returns before any store. ---
+  Value bad = vote(tid, bid);
+  Region &body = func.getBody();
+  Block *exit = new Block(), *writes = new Block();
+  body.push_back(exit);
+  body.push_back(writes);
+  cf::CondBranchOp::create(b, bad, exit, writes);
+  b.setInsertionPointToStart(exit);
+  gpu::ReturnOp::create(b);
+  b.setInsertionPointToStart(writes);
+
+  // --- Phase 3: writes. Row writes stay bounds-checked. ---
+  Value row = mul(arith::MaxSIOp::create(b, slot, zero), cst(p.rowBytes));
   if (!p.dsMla) {
-    const int64_t chunk = 16 / p.elemBytes;
     auto ifLat = scf::IfOp::create(b, andI(write, isLatent), false);
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(&ifLat.getThenRegion().front());
-    Value v = load16(arg(0), add(kvRow, mul(x, cst(chunk))), vec(chunk, p.input));
-    storeBytes(v, add(row, mul(x, cst(16))), 16);
+    storeBytes(latent, add(row, mul(x, cst(16))), 16);
   } else {
-    // 8 values per thread, 16 threads per 128-value tile. Every thread of
-    // the warp takes part in the shuffles (zeros where it has no values).
+    // 16 threads per 128-value tile. Every thread of the warp takes part
+    // in the shuffles (zeros where it has no values); the vote is uniform
+    // over the block, so the warps are still full here.
     VectorType f32x8 = vec(8, b.getF32Type());
-    auto ifLoad = scf::IfOp::create(b, TypeRange{f32x8},
-                                    andI(hasSlot, isLatent), true);
-    {
-      OpBuilder::InsertionGuard guard(b);
-      b.setInsertionPointToStart(&ifLoad.getThenRegion().front());
-      Value v = load16(arg(0), add(kvRow, mul(x, cst(8))), vec(8, p.input));
-      scf::YieldOp::create(b, arith::ExtFOp::create(b, f32x8, v).getResult());
-      b.setInsertionPointToStart(&ifLoad.getElseRegion().front());
-      scf::YieldOp::create(
-          b, arith::ConstantOp::create(
-                 b, DenseElementsAttr::get(f32x8, b.getF32FloatAttr(0.0f)))
-                 .getResult());
-    }
-    Value vals = ifLoad.getResult(0);
+    Value vals = arith::ExtFOp::create(b, f32x8, latent);
     Value amax = arith::ConstantOp::create(b, b.getF32FloatAttr(0.0f));
     for (int64_t i = 0; i < 8; ++i)
       amax = arith::MaxNumFOp::create(
@@ -416,11 +565,11 @@ void KernelEmitter::emit() {
         b, vals, vector::BroadcastOp::create(b, f32x8, scale));
     SmallVector<Value> packed;
     auto fp8 = Float8E4M3FNType::get(b.getContext());
-    for (int64_t k = 0; k < 4; ++k) {
+    for (int64_t i = 0; i < 4; ++i) {
       // The first operand lands in the high byte of the i16.
       packed.push_back(NVVM::ConvertF32x2ToF8x2Op::create(
-          b, b.getI16Type(), vector::ExtractOp::create(b, scaled, 2 * k + 1),
-          vector::ExtractOp::create(b, scaled, 2 * k),
+          b, b.getI16Type(), vector::ExtractOp::create(b, scaled, 2 * i + 1),
+          vector::ExtractOp::create(b, scaled, 2 * i),
           NVVM::FPRoundingModeAttr::get(b.getContext(),
                                         NVVM::FPRoundingMode::RN),
           NVVM::SaturationModeAttr::get(b.getContext(),
@@ -445,50 +594,46 @@ void KernelEmitter::emit() {
 
   // Rope part: a copy (converted to bf16 rows for fp8_ds_mla), or rotation.
   const int64_t ropeBase = p.dsMla ? L + 4 * (L / 128) : L * p.elemBytes;
-  Value k = arith::SubIOp::create(b, x, cst(p.latThreads));
-  Value isRope = andI(arith::CmpIOp::create(b, arith::CmpIPredicate::sge, x,
-                                            cst(p.latThreads)),
-                      lt(x, cst(p.latThreads + p.ropeThreads)));
   if (!p.rope) {
-    const int64_t chunk = 16 / p.elemBytes;
     auto ifRope = scf::IfOp::create(b, andI(write, isRope), false);
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(&ifRope.getThenRegion().front());
-    Value v = load16(arg(1), add(kpRow, mul(k, cst(chunk))), vec(chunk, p.input));
-    storeBytes(v, add(row, add(cst(ropeBase), mul(k, cst(16)))), 16);
+    storeBytes(ropeCopy, add(row, add(cst(ropeBase), mul(k, cst(16)))), 16);
   } else {
     // k_pe is rotated in place for every token < T whatever its slot.
     auto ifRope = scf::IfOp::create(b, andI(andI(inT, posOk), isRope), false);
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(&ifRope.getThenRegion().front());
-    ropeItem(arg(1), kpRow, pos, k, add(row, cst(ropeBase)), write);
+    storeRope(arg(KPe), kpRow, k, pos, loadRope(arg(KPe), kpRow, k, Value()),
+              add(row, cst(ropeBase)), write);
   }
 
-  // q_pe: every (token, head, item) of the call, strided over the whole
-  // grid (the runtime launches enough blocks for T x Hq x rope/16 items).
   if (p.q) {
-    const int64_t items = p.sig.ropeDim / 16;
-    Value perToken = mul(hq, cst(items));
-    Value total = mul(perToken, T);
-    Value grid = gpu::GridDimOp::create(b, gpu::Dimension::x);
-    Value first = add(mul(bid, cst(p.blockThreads())), tid);
-    auto loop = scf::ForOp::create(b, first, total,
-                                   mul(grid, cst(p.blockThreads())));
+    // Item `it` with its position `posQ` (any value; out of range: skipped).
+    auto qItem = [&](Value it, Value posQ) {
+      Value tq = arith::DivUIOp::create(b, it, perToken);
+      Value rem = arith::RemUIOp::create(b, it, perToken);
+      Value h = arith::DivUIOp::create(b, rem, cst(qItems));
+      Value g = arith::RemUIOp::create(b, rem, cst(qItems));
+      if (!posQ)
+        posQ = loadIndex(arg(Positions), mul(tq, posStride), Value());
+      auto ifQ = scf::IfOp::create(b, inRange(posQ, maxPos), false);
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(&ifQ.getThenRegion().front());
+      Value qRow = add(mul(tq, qS0), mul(h, qS1));
+      storeRope(arg(QPe), qRow, g, posQ, loadRope(arg(QPe), qRow, g, Value()),
+                Value(), Value());
+    };
+    {
+      auto ifFirst = scf::IfOp::create(b, lt(qFirst, qTotal), false);
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(&ifFirst.getThenRegion().front());
+      qItem(qFirst, q0Pos);
+    }
+    auto loop = scf::ForOp::create(b, add(qFirst, qStep), qTotal, qStep);
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(loop.getBody());
-    Value it = loop.getInductionVar();
-    Value tq = arith::DivUIOp::create(b, it, perToken);
-    Value rem = arith::RemUIOp::create(b, it, perToken);
-    Value h = arith::DivUIOp::create(b, rem, cst(items));
-    Value g = arith::RemUIOp::create(b, rem, cst(items));
-    Value inTq = lt(tq, T);
-    Value posQ = loadIndex(arg(4), mul(tq, posStride), inTq);
-    Value ok = andI(inTq, andI(arith::CmpIOp::create(
-                                   b, arith::CmpIPredicate::sge, posQ, zero),
-                               lt(posQ, maxPos)));
-    auto ifQ = scf::IfOp::create(b, ok, false);
-    b.setInsertionPointToStart(&ifQ.getThenRegion().front());
-    ropeItem(arg(6), add(mul(tq, qS0), mul(h, qS1)), posQ, g, Value(), Value());
+    qItem(loop.getInductionVar(), Value());
   }
   gpu::ReturnOp::create(b);
 }
@@ -563,7 +708,8 @@ struct MLAOutlineCacheKernelsPass
     // The binding of docs/codegen.md; unused operands are still passed.
     SmallVector<Type> args = {mem(p.input),   mem(p.input),   mem(p.slotType),
                               mem(i8),        mem(p.posType), mem(f32),
-                              mem(p.input),   mem(i32),       mem(i32)};
+                              mem(p.input),   mem(i32),       mem(i32),
+                              mem(i32)};
     args.append(mlart::kCodegenScalarArgs, i64);
     ImplicitLocOpBuilder b(loc, ctx);
     b.setInsertionPointToEnd(gpuModule.getBody());
@@ -572,6 +718,14 @@ struct MLAOutlineCacheKernelsPass
     func->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b.getUnitAttr());
     func.setKnownBlockSizeAttr(
         b.getDenseI32ArrayAttr({int32_t(p.blockThreads()), 1, 1}));
+    // As many blocks per SM as its threads allow (.minnctapersm): the vote
+    // keeps a few values live across the barrier, and without the hint
+    // ptxas spends registers on them that cost a block per SM on large,
+    // bandwidth-bound calls.
+    func->setAttr(NVVM::NVVMDialect::getMinctasmAttrName(),
+                  b.getI32IntegerAttr(int32_t(std::clamp<int64_t>(
+                      kMaxThreadsPerSM / p.blockThreads(), 1,
+                      kMaxBlocksPerSM))));
     b.setInsertionPointToStart(&func.getBody().front());
     KernelEmitter(b, p, func).emit();
   }

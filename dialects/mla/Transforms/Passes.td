@@ -376,10 +376,16 @@ def MLAOutlineCacheKernels : Pass<"mla-outline-cache-kernels",
     the tile amax reduced by `gpu.shuffle xor` and `cvt.rn.satfinite`
     (round to nearest even, saturating, as the library); rope rotates 8
     pairs per thread in f32 without FMA contraction and rounds to bf16
-    once; q_pe items are strided over the whole grid. Negative slots are skipped;
-    slots `>= num_slots` and positions outside the table are skipped and
-    the smallest such token index is recorded with an atomic min. The
-    argument binding is the runtime's contract (docs/codegen.md).
+    once; q_pe items are strided over the whole grid. Negative slots are
+    skipped. A call is all-or-nothing, like the library kernels: each
+    kernel loads its slots, positions and row data, then votes (a call the
+    runtime validated first reads the verdict, `call_failed`; a small call
+    scans every slot and position in every block, block 0 records the
+    smallest bad index with an atomic min, and one
+    `nvvm.barrier #nvvm.reduction<or>` combines the block), and returns
+    before any store if a slot is `>= num_slots` or a position is outside
+    the table. The argument binding is the runtime's contract
+    (docs/codegen.md).
 
     Not converted (left on the library kernel, with a remark): per-tensor
     fp8 caches, inputs that are not bf16 where a conversion or rotation is
@@ -397,6 +403,7 @@ def MLAOutlineCacheKernels : Pass<"mla-outline-cache-kernels",
   let dependentDialects = ["::mlir::mla::MLADialect",
                            "::mlir::gpu::GPUDialect",
                            "::mlir::arith::ArithDialect",
+                           "::mlir::cf::ControlFlowDialect",
                            "::mlir::math::MathDialect",
                            "::mlir::memref::MemRefDialect",
                            "::mlir::scf::SCFDialect",

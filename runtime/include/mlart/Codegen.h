@@ -39,11 +39,20 @@ std::string codegenKernelName(const CodegenSignature &sig);
 /// Parameters of every generated cache-write kernel, in order (MLIR's
 /// default memref calling convention: each memref is five parameters,
 /// allocated pointer, aligned pointer, offset, size, stride).
-constexpr int kCodegenMemrefArgs = 9;  ///< kv_c k_pe slots cache positions
+constexpr int kCodegenMemrefArgs = 10; ///< kv_c k_pe slots cache positions
                                        ///< cos_sin q_pe bad_slot bad_pos
-constexpr int kCodegenScalarArgs = 12; ///< T N kv_stride kp_stride
+                                       ///< call_failed
+constexpr int kCodegenScalarArgs = 13; ///< T N kv_stride kp_stride
                                        ///< slot_stride num_slots pos_stride
                                        ///< cs_stride max_pos q_s0 q_s1 hq
+                                       ///< prevalidated
+/// PTX parameters of every generated kernel.
+constexpr int kCodegenParams = kCodegenMemrefArgs * 5 + kCodegenScalarArgs;
+
+/// Number of parameters of `.entry name(...)` in `ptx`, or -1 when the text
+/// defines no such entry. The launcher compares it with kCodegenParams so a
+/// kernel generated for another argument binding never runs.
+int codegenEntryParams(const std::string &ptx, const std::string &name);
 
 } // namespace mlart
 

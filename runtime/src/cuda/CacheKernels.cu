@@ -7,11 +7,12 @@
 //    rounding as the CPU reference (tile amax by warp reduction);
 //  * all threads then rotate q_pe, one (token, head, pair) per thread.
 // Slots and positions are device data. Each call is all-or-nothing: for
-// small calls (<= kInlineCheck indices) every block scans all slots and
-// positions first and returns if any is bad (block 0 records why); larger
-// calls run a separate validation kernel first and the write kernel reads
-// its verdict. Every row write is additionally range-checked, so even a
-// racing misuse can never write outside the cache.
+// small calls (<= kInlineValidationLimit indices) every block scans all
+// slots and positions first and returns if any is bad (block 0 records
+// why); larger calls run a separate validation kernel first and the write
+// kernel reads its verdict (the compiler-generated kernels do the same,
+// prevalidateCacheWrite). Every row write is additionally range-checked,
+// so even a racing misuse can never write outside the cache.
 //
 //===----------------------------------------------------------------------===//
 #include "cuda/CudaCommon.h"
@@ -27,7 +28,6 @@ namespace {
 
 constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
-constexpr int64_t kInlineCheck = 1024;
 
 struct WriteParams {
   const uint8_t *kvC = nullptr;
@@ -614,6 +614,21 @@ void fillCache(WriteParams &p, const TensorRef &kvC, const TensorRef &kPe,
 
 Status launchWriteKernel(CudaContext &ctx, WriteParams &p, cudaStream_t stream);
 
+/// Sets p.prevalidated and, for a large call, runs the separate validation
+/// (shared with the compiler-generated kernels, prevalidateCacheWrite). It
+/// publishes callFailed itself (see validateKernel): no memset first.
+Status prevalidate(CudaContext &ctx, WriteParams &p, cudaStream_t stream) {
+  p.rec = ctx.deviceRecord;
+  const int64_t checks = std::max(p.cache ? p.N : 0, p.doRope ? p.T : 0);
+  p.prevalidated = checks > kInlineValidationLimit;
+  if (!p.prevalidated)
+    return Status::success();
+  validateKernel<<<gridFor(checks, kThreads, int64_t(ctx.smCount) * 8),
+                   kThreads, 0, stream>>>(p);
+  MLART_CUDA_CHECK_LAUNCH("validateKernel");
+  return Status::success();
+}
+
 Status launch(CudaContext &ctx, WriteParams &p, cudaStream_t stream,
               const TensorRef *slots, const TensorRef *positions,
               const KVCacheRef *cache) {
@@ -628,14 +643,7 @@ Status launch(CudaContext &ctx, WriteParams &p, cudaStream_t stream,
     lock.lock();
     MLART_RETURN_IF_ERROR(resetRecord(ctx, stream));
   }
-  p.rec = ctx.deviceRecord;
-  const int64_t checks = std::max(p.cache ? p.N : 0, p.doRope ? p.T : 0);
-  p.prevalidated = checks > kInlineCheck;
-  if (p.prevalidated) {
-    validateKernel<<<gridFor(checks, kThreads, int64_t(ctx.smCount) * 8),
-                     kThreads, 0, stream>>>(p);
-    MLART_CUDA_CHECK_LAUNCH("validateKernel");
-  }
+  MLART_RETURN_IF_ERROR(prevalidate(ctx, p, stream));
   if (p.prevalidated && (p.vec & 1) && p.kPe && !p.doRope && !p.q &&
       !p.kOut && !p.wp) {
     const int64_t units =
@@ -678,6 +686,32 @@ Status launchWriteKernel(CudaContext &ctx, WriteParams &p, cudaStream_t stream) 
 }
 
 } // namespace
+
+StatusOr<bool> prevalidateCacheWrite(CudaContext &ctx, const TensorRef &slots,
+                                     const KVCacheRef &cache,
+                                     const TensorRef *positions,
+                                     const TensorRef *cosSin,
+                                     cudaStream_t stream) {
+  WriteParams p;
+  p.slots = slots.data;
+  p.slot64 = slots.dtype == DType::I64;
+  p.slotStride = slots.strides[0];
+  p.N = slots.sizes[0];
+  p.cache = static_cast<uint8_t *>(cache.data);
+  p.numSlots = cache.desc.numSlots();
+  p.blockSize = cache.desc.blockSize;
+  p.wp = cache.writeProtect;
+  if (positions && cosSin) {
+    p.doRope = 1;
+    p.pos = positions->data;
+    p.pos64 = positions->dtype == DType::I64;
+    p.posStride = positions->strides[0];
+    p.T = positions->sizes[0];
+    p.maxPos = cosSin->sizes[0];
+  }
+  MLART_RETURN_IF_ERROR(prevalidate(ctx, p, stream));
+  return bool(p.prevalidated);
+}
 
 Status cacheUpdate(CudaContext &ctx, const CacheUpdateArgs &a,
                    cudaStream_t stream) {

@@ -129,6 +129,16 @@ StatusOr<CUfunction> CodegenModules::function(const CodegenModule &module,
   const CUresult r = d.moduleGetFunction(&fn, loaded->module, name.c_str());
   if (r != CUDA_SUCCESS)
     return driverError(r, "cuModuleGetFunction(" + name + ")");
+  // The driver reads as many parameters as the entry declares: a kernel of
+  // another argument binding (an artifact from an older compiler) would
+  // read ours misaligned, so it never runs.
+  const int params = codegenEntryParams(module.ptx, name);
+  if (params != kCodegenParams)
+    return invalidArgument(
+        "generated kernel '" + name + "' takes " + std::to_string(params) +
+        " parameters, this runtime passes " + std::to_string(kCodegenParams) +
+        ": it was generated for another argument binding (recompile the "
+        "artifact)");
   loaded->functions.emplace(name, fn);
   return fn;
 }
@@ -266,6 +276,13 @@ Status codegenCacheWrite(CudaContext &ctx, CodegenModules &modules,
     lock.lock();
     MLART_RETURN_IF_ERROR(resetRecord(ctx, stream));
   }
+  // All-or-nothing (docs/codegen.md): a large call is validated first by the
+  // library's validation kernel; a small one by every block of the kernel.
+  MLART_ASSIGN_OR_RETURN(
+      const bool prevalidated,
+      prevalidateCacheWrite(ctx, a.slotMapping, a.cache,
+                            rope ? &a.positions : nullptr,
+                            rope ? &a.cosSin : nullptr, stream));
   auto mem = [](const TensorRef &t) {
     MemrefArg m;
     m.allocated = m.aligned = t.data;
@@ -273,10 +290,12 @@ Status codegenCacheWrite(CudaContext &ctx, CodegenModules &modules,
   };
   MemrefArg mems[kCodegenMemrefArgs] = {
       mem(a.kvC), mem(a.kPe), mem(a.slotMapping), MemrefArg(),
-      mem(a.positions), mem(a.cosSin), mem(a.qPe), MemrefArg(), MemrefArg()};
+      mem(a.positions), mem(a.cosSin), mem(a.qPe), MemrefArg(), MemrefArg(),
+      MemrefArg()};
   mems[3].allocated = mems[3].aligned = a.cache.data;
   mems[7].allocated = mems[7].aligned = &ctx.deviceRecord->badSlotIndex;
   mems[8].allocated = mems[8].aligned = &ctx.deviceRecord->badPosIndex;
+  mems[9].allocated = mems[9].aligned = &ctx.deviceRecord->callFailed;
   const bool q = rope && a.qPe.present();
   int64_t scalars[kCodegenScalarArgs] = {
       T,
@@ -290,8 +309,9 @@ Status codegenCacheWrite(CudaContext &ctx, CodegenModules &modules,
       rope ? a.cosSin.sizes[0] : 0,
       q ? a.qPe.strides[0] : 0,
       q ? a.qPe.strides[1] : 0,
-      q ? a.qPe.sizes[1] : 0};
-  void *params[kCodegenMemrefArgs * 5 + kCodegenScalarArgs];
+      q ? a.qPe.sizes[1] : 0,
+      prevalidated ? 1 : 0};
+  void *params[kCodegenParams];
   int n = 0;
   for (MemrefArg &m : mems) {
     params[n++] = &m.allocated;

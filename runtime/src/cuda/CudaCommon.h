@@ -102,6 +102,24 @@ Status qConcat(CudaContext &, const QConcatArgs &, cudaStream_t);
 Status quantize(CudaContext &, const QuantizeArgs &, cudaStream_t);
 Status rmsNorm(CudaContext &, const RmsNormArgs &, cudaStream_t);
 Status add(CudaContext &, const AddArgs &, cudaStream_t);
+
+/// Cache writes are all-or-nothing. A call with at most this many slots or
+/// positions is validated by every block of the write kernel itself before
+/// it writes; a larger call by a separate kernel launched first.
+constexpr int64_t kInlineValidationLimit = 1024;
+/// The separate validation of a large cache write, for write kernels that
+/// are not the library's (docs/codegen.md): when `slots` (or `positions`,
+/// with `cosSin`'s row count as the bound) has more than
+/// kInlineValidationLimit entries, launches on `stream` the kernel that
+/// records bad indices as the write kernels do and publishes its verdict
+/// in DeviceErrorRecord::callFailed; the write kernel launched after it
+/// must then write nothing when callFailed is set. Returns whether it ran.
+StatusOr<bool> prevalidateCacheWrite(CudaContext &ctx, const TensorRef &slots,
+                                     const KVCacheRef &cache,
+                                     const TensorRef *positions,
+                                     const TensorRef *cosSin,
+                                     cudaStream_t stream);
+
 /// Device::copyView (MiscKernels.cu).
 Status copyView(CudaContext &, const TensorRef &src, const TensorRef &dst,
                 cudaStream_t);

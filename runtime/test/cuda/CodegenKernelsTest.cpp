@@ -3,9 +3,12 @@
 // The compiler-generated kernels of the fixture artifact (Inputs/
 // codegen-kernels.mlir, compiled by the top-level build or named by
 // MLART_CODEGEN_ARTIFACT) must write caches, k_pe and q_pe bit-identical to
-// the library kernels on fresh random inputs, report bad slots and
-// positions, refuse kernels that do not match their operands, and report
-// the driver's log for PTX it rejects.
+// the library kernels on fresh random inputs; a call with a bad slot or
+// position must return the error and write nothing (cache, k_pe and q_pe
+// byte for byte unchanged), for small calls (each block's own vote) and
+// large ones (the separate validation), synchronously and asynchronously.
+// Kernels that do not match their operands or their argument binding are
+// refused, and the driver's log is reported for PTX it rejects.
 //
 //===----------------------------------------------------------------------===//
 #include "CudaTestUtil.h"
@@ -155,14 +158,16 @@ struct Result {
 };
 
 /// Runs the write through the library (kernel == null) or the generated
-/// kernel, on identical inputs, and returns what it wrote.
-Result run(CudaDevice *dev, const Case &c, Inputs &in, const Artifact *art,
-           const CodegenKernel *kernel) {
+/// kernel, on identical inputs; returns its status and what the device
+/// holds afterwards.
+std::pair<Status, Result> attempt(CudaDevice *dev, const Case &c, Inputs &in,
+                                  const Artifact *art,
+                                  const CodegenKernel *kernel) {
   in.upload(dev);
   StatusOr<KVCache> cache = KVCache::create(*dev, in.desc);
   EXPECT_TRUE(cache.ok()) << cache.status().toString();
   if (!cache.ok())
-    return {};
+    return {cache.status(), {}};
   EXPECT_TRUE(cache->writeBytes(0, in.cacheInit.data(), in.cacheInit.size()).ok());
   RopeCacheUpdateArgs a = in.args(c, *cache);
   Status s;
@@ -178,18 +183,25 @@ Result run(CudaDevice *dev, const Case &c, Inputs &in, const Artifact *art,
     s = dev->kernels().cacheUpdate({a.kvC, a.kPe, a.slotMapping, a.cache},
                                    nullptr);
   }
-  EXPECT_TRUE(s.ok()) << s.toString();
   EXPECT_TRUE(dev->synchronize(nullptr).ok());
   Result r;
   r.cache.resize(in.cacheInit.size());
   EXPECT_TRUE(cache->readBytes(0, r.cache.data(), r.cache.size()).ok());
   r.kPe = in.kPe.down(dev);
   r.q = in.q.down(dev);
+  return {s, r};
+}
+
+/// attempt() of a write that must succeed.
+Result run(CudaDevice *dev, const Case &c, Inputs &in, const Artifact *art,
+           const CodegenKernel *kernel) {
+  auto [s, r] = attempt(dev, c, in, art, kernel);
+  EXPECT_TRUE(s.ok()) << s.toString();
   return r;
 }
 
-std::vector<Case> cases() {
-  std::vector<Case> out;
+/// The five kernels of the fixture.
+std::vector<CodegenSignature> signatures() {
   auto sig = [](Opcode op, CacheLayout layout, DType slots, RopeStyle style,
                 DType pos, bool q) {
     CodegenSignature s;
@@ -215,11 +227,17 @@ std::vector<Case> cases() {
           RopeStyle::NeoX, DType::I64, false),
       sig(Opcode::RopeCacheUpdate, CacheLayout::Fp8DsMla, DType::I64,
           RopeStyle::GptJ, DType::I64, true)};
-  for (const CodegenSignature &s : sigs)
+  return std::vector<CodegenSignature>(std::begin(sigs), std::end(sigs));
+}
+
+std::vector<Case> cases() {
+  std::vector<Case> out;
+  for (const CodegenSignature &s : signatures())
     for (auto [T, N, Hq] : {std::tuple<int64_t, int64_t, int64_t>{1, 1, 16},
                             {7, 5, 16},
                             {64, 64, 128},
                             {300, 297, 3},
+                            {1100, 700, 16}, // validated first: T > 1024
                             {1500, 1500, 16}})
       out.push_back({s, T, N, s.rotatesQ ? Hq : 0});
   return out;
@@ -246,8 +264,7 @@ TEST(CudaCodegen, MatchesTheLibraryBitForBit) {
 
 TEST(CudaCodegen, BadSlotsAndPositionsAreReported) {
   REQUIRE_FIXTURE();
-  Case c = cases()[5]; // rope gptj plain, T = 1
-  c.T = c.N = 8;
+  const Case c{signatures()[1], 8, 8, 0}; // rope gptj plain, i32 slots
   const CodegenKernel *k = findKernel(*art, c.sig);
   ASSERT_NE(k, nullptr);
   {
@@ -280,6 +297,131 @@ TEST(CudaCodegen, BadSlotsAndPositionsAreReported) {
   const Result lib = run(dev, c, in, art, nullptr);
   const Result gen = run(dev, c, in, art, k);
   EXPECT_TRUE(lib.cache == gen.cache);
+}
+
+/// One out-of-range index planted in fresh random inputs.
+struct BadIndex {
+  bool slot; ///< a slot past the cache, else a position outside the table
+  int64_t index, value;
+  std::string message() const {
+    return (slot ? "slot_mapping[" : "positions[") + std::to_string(index) +
+           "] = " + std::to_string(value);
+  }
+};
+
+BadIndex plant(Inputs &in, const Case &c, bool slot) {
+  BadIndex b;
+  b.slot = slot;
+  std::uniform_int_distribution<int64_t> extra(0, 100000);
+  b.index = std::uniform_int_distribution<int64_t>(
+      0, (slot ? c.N : c.T) - 1)(rng());
+  if (slot) {
+    b.value = kBlocks * kBlockSize + extra(rng());
+    if (c.sig.slots == DType::I32)
+      reinterpret_cast<int32_t *>(in.slots.host.data())[b.index] =
+          int32_t(b.value);
+    else
+      reinterpret_cast<int64_t *>(in.slots.host.data())[b.index] = b.value;
+  } else {
+    // Past the table or negative (a negative slot is a skip, a negative
+    // position an error).
+    b.value = extra(rng()) % 2 ? kMaxPos + extra(rng()) : -1 - extra(rng());
+    if (c.sig.positions == DType::I32)
+      reinterpret_cast<int32_t *>(in.pos.host.data())[b.index] =
+          int32_t(b.value);
+    else
+      reinterpret_cast<int64_t *>(in.pos.host.data())[b.index] = b.value;
+  }
+  return b;
+}
+
+/// Nothing the call may write changed: cache, k_pe and q_pe byte for byte.
+void expectUntouched(const Inputs &in, const Result &r) {
+  EXPECT_TRUE(r.cache == in.cacheInit) << "the cache changed";
+  EXPECT_TRUE(r.kPe == in.kPe.host) << "k_pe changed";
+  EXPECT_TRUE(r.q == in.q.host) << "q_pe changed";
+}
+
+TEST(CudaCodegen, BadIndicesWriteNothing) {
+  REQUIRE_FIXTURE();
+  // Small calls (<= 1024 slots and positions) vote in every block; larger
+  // ones are validated by a separate kernel first.
+  for (const CodegenSignature &sig : signatures())
+    for (auto [T, N] : {std::pair<int64_t, int64_t>{1, 1},
+                        {37, 37},
+                        {300, 211},
+                        {1024, 1024},
+                        {1100, 700},
+                        {1536, 1536}}) {
+      const bool rope = sig.op == Opcode::RopeCacheUpdate;
+      const Case c{sig, T, rope ? N : T, sig.rotatesQ ? 16 : 0};
+      const CodegenKernel *k = findKernel(*art, c.sig);
+      ASSERT_NE(k, nullptr);
+      for (bool slot : {true, false}) {
+        if (!slot && !rope)
+          continue;
+        Inputs in(dev, c);
+        const BadIndex bad = plant(in, c, slot);
+        SCOPED_TRACE(codegenKernelName(c.sig) + " T=" + std::to_string(c.T) +
+                     " N=" + std::to_string(c.N) + " " + bad.message());
+        for (const CodegenKernel *kernel :
+             {k, static_cast<const CodegenKernel *>(nullptr)}) {
+          SCOPED_TRACE(kernel ? "generated" : "library");
+          auto [s, r] = attempt(dev, c, in, art, kernel);
+          EXPECT_EQ(s.code(), StatusCode::OutOfRange) << s.toString();
+          EXPECT_NE(s.message().find(bad.message()), std::string::npos)
+              << s.toString();
+          expectUntouched(in, r);
+        }
+        // The next call of the same size writes again (the call flag of a
+        // validated call does not leak into the next one).
+        Inputs good(dev, c);
+        const Result lib = run(dev, c, good, art, nullptr);
+        const Result gen = run(dev, c, good, art, k);
+        EXPECT_TRUE(lib.cache == gen.cache) << "cache bytes differ";
+        EXPECT_TRUE(lib.kPe == gen.kPe) << "rotated k_pe differs";
+        EXPECT_TRUE(lib.q == gen.q) << "rotated q_pe differs";
+        EXPECT_FALSE(gen.cache == good.cacheInit);
+      }
+    }
+}
+
+/// Asynchronous checks (graph replays, setSynchronousChecks(false)): the
+/// call returns success, checkErrors reports, and nothing was written.
+TEST(CudaCodegen, BadIndicesWriteNothingAsynchronously) {
+  REQUIRE_FIXTURE();
+  struct Restore {
+    CudaDevice *dev;
+    ~Restore() { dev->setSynchronousChecks(true); }
+  } restore{dev};
+  ASSERT_TRUE(dev->checkErrors(nullptr).ok()); // a clean record
+  dev->setSynchronousChecks(false);
+  const std::vector<CodegenSignature> sigs = signatures();
+  for (const CodegenSignature &sig : {sigs[0], sigs[4]})
+    for (int64_t T : {37, 1500})
+      for (bool slot : {true, false}) {
+        const Case c{sig, T, T, sig.rotatesQ ? 16 : 0};
+        if (!slot && sig.op != Opcode::RopeCacheUpdate)
+          continue;
+        const CodegenKernel *k = findKernel(*art, c.sig);
+        ASSERT_NE(k, nullptr);
+        Inputs in(dev, c);
+        const BadIndex bad = plant(in, c, slot);
+        SCOPED_TRACE(codegenKernelName(c.sig) + " T=" + std::to_string(T) +
+                     " " + bad.message());
+        auto [s, r] = attempt(dev, c, in, art, k);
+        EXPECT_TRUE(s.ok()) << s.toString();
+        expectUntouched(in, r);
+        const Status checked = dev->checkErrors(nullptr);
+        EXPECT_EQ(checked.code(), StatusCode::OutOfRange) << checked.toString();
+        EXPECT_NE(checked.message().find(
+                      (slot ? "slot_mapping[" : "positions[") +
+                      std::to_string(bad.index) + "]"),
+                  std::string::npos)
+            << checked.toString();
+        EXPECT_TRUE(dev->checkErrors(nullptr).ok())
+            << "the record was not cleared";
+      }
 }
 
 TEST(CudaCodegen, RefusesAKernelGeneratedForOtherOperands) {
@@ -321,6 +463,39 @@ TEST(CudaCodegen, RejectedPtxReportsTheDriverLog) {
   // A good module still loads and runs afterwards.
   const Result gen = run(dev, c, in, art, k);
   EXPECT_FALSE(gen.cache.empty());
+}
+
+TEST(CudaCodegen, RefusesAKernelOfAnotherArgumentBinding) {
+  REQUIRE_FIXTURE();
+  Case c = cases()[0];
+  const CodegenKernel *k = findKernel(*art, c.sig);
+  ASSERT_NE(k, nullptr);
+  // Valid PTX whose entry has the 57 parameters of the first binding (an
+  // artifact from before call_failed / prevalidated were added).
+  CodegenModule old;
+  old.ptx = ".version 8.0\n.target sm_90a\n.address_size 64\n.visible .entry " +
+            k->name + "(\n";
+  for (int i = 0; i < 57; ++i)
+    old.ptx += "\t.param .u64 " + k->name + "_param_" + std::to_string(i) +
+               (i < 56 ? ",\n" : "\n");
+  old.ptx += ")\n{\n\tret;\n}\n";
+  old.hash = fnv1a64(old.ptx.data(), old.ptx.size());
+  Inputs in(dev, c);
+  in.upload(dev);
+  StatusOr<KVCache> cache = KVCache::create(*dev, in.desc);
+  ASSERT_TRUE(cache.ok());
+  ASSERT_TRUE(
+      cache->writeBytes(0, in.cacheInit.data(), in.cacheInit.size()).ok());
+  const uint64_t before = dev->codegenLaunches();
+  Status s = dev->launchCodegenCacheWrite(old, *k, in.args(c, *cache), nullptr);
+  EXPECT_EQ(s.code(), StatusCode::InvalidArgument) << s.toString();
+  EXPECT_NE(s.message().find("takes 57 parameters, this runtime passes 63"),
+            std::string::npos)
+      << s.toString();
+  EXPECT_EQ(dev->codegenLaunches(), before);
+  std::vector<uint8_t> after(in.cacheInit.size());
+  ASSERT_TRUE(cache->readBytes(0, after.data(), after.size()).ok());
+  EXPECT_TRUE(after == in.cacheInit);
 }
 
 TEST(CudaCodegen, ModulesAreLoadedOncePerDevice) {

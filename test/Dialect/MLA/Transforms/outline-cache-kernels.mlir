@@ -2,23 +2,54 @@
 // RUN: mla-opt %s -mla-outline-cache-kernels -split-input-file -verify-diagnostics -o /dev/null
 
 // Plain bf16 update: 16-byte vectors, 72 threads a token (64 latent + 8
-// rope chunks), 8 tokens a block; negative slots skipped, slots past the
-// cache skipped and recorded.
+// rope chunks), 8 tokens a block, as many blocks per SM as threads allow.
+// All-or-nothing: the token's slot and row chunk are loaded first, then the
+// vote (the separate validation's call_failed flag when prevalidated, else
+// the block scans every slot and block 0 records the first one past the
+// cache), one barrier reduction, and a failed call returns before its
+// first store; negative slots are skipped.
 // CHECK: module attributes {gpu.container_module}
 // CHECK-LABEL: func.func @plain
 // CHECK: mla.kv_cache_update {{.*}} {mla.kernel = {block_threads = 576 : i32, symbol = @mla_kernels::@[[K:mla_cache_update_plain_bf16_l512_p64_in_bf16_slot_i64]], tokens_per_block = 8 : i32}}
 // CHECK: gpu.module @mla_kernels
-// CHECK: gpu.func @[[K]](%{{.*}}: memref<?xbf16, 1>, %{{.*}}: memref<?xbf16, 1>, %{{.*}}: memref<?xi64, 1>, %{{.*}}: memref<?xi8, 1>, {{.*}}: i64) kernel attributes {known_block_size = array<i32: 576, 1, 1>}
+// CHECK: gpu.func @[[K]](%{{.*}}: memref<?xbf16, 1>, %{{.*}}: memref<?xbf16, 1>, %[[SLOTS:arg[0-9]+]]: memref<?xi64, 1>, %[[CACHE:arg[0-9]+]]: memref<?xi8, 1>, %{{.*}}: memref<?xi64, 1>, %{{.*}}: memref<?xf32, 1>, %{{.*}}: memref<?xbf16, 1>, %[[BADSLOT:arg[0-9]+]]: memref<?xi32, 1>, %{{.*}}: memref<?xi32, 1>, %[[FAILED:arg[0-9]+]]: memref<?xi32, 1>, %{{.*}}: i64, {{.*}}, %[[PRE:arg[0-9]+]]: i64) kernel attributes {known_block_size = array<i32: 576, 1, 1>, nvvm.minctasm = 3 : i32}
+// CHECK: %[[PREV:.*]] = arith.cmpi ne, %[[PRE]], %c0_i64 : i64
 // CHECK: %[[TID:.*]] = gpu.thread_id x
+// CHECK-NOT: store
 // CHECK: %[[SLOT:.*]] = scf.if
-// CHECK: memref.load
+// CHECK-NEXT: memref.load %[[SLOTS]]
+// CHECK-NOT: store
 // CHECK: %[[NONNEG:.*]] = arith.cmpi sge, %[[SLOT]], %c0
 // CHECK: %[[INCACHE:.*]] = arith.cmpi slt, %[[SLOT]]
-// CHECK: memref.atomic_rmw mins
+// CHECK-NOT: store
 // CHECK: vector.load %{{.*}} {alignment = 16 : i64} : memref<?xbf16, 1>, vector<8xbf16>
+// CHECK-NOT: store
+// CHECK: %[[BAD:.*]] = scf.if %[[PREV]] -> (i1) {
+// CHECK: %[[F:.*]] = memref.load %[[FAILED]][%{{.*}}] : memref<?xi32, 1>
+// CHECK: %[[FB:.*]] = arith.cmpi ne, %[[F]], %c0_i32 : i32
+// CHECK-NEXT: scf.yield %[[FB]] : i1
+// CHECK-NEXT: } else {
+// CHECK: %[[B0:.*]] = arith.cmpi eq, %block_id_x, %c0
+// CHECK: %[[SCAN:.*]] = scf.for %[[I:.*]] = %[[TID]] to %{{.*}} step %c576{{.*}} iter_args(%[[ACC:.*]] = %false) -> (i1) {
+// CHECK: %[[S:.*]] = memref.load %[[SLOTS]]
+// CHECK: %[[BADS:.*]] = arith.cmpi sge, %{{.*}}, %{{.*}} : index
+// CHECK: %[[REC:.*]] = arith.andi %[[BADS]], %[[B0]] : i1
+// CHECK-NEXT: scf.if %[[REC]] {
+// CHECK: memref.atomic_rmw mins %{{.*}}, %[[BADSLOT]][
+// CHECK: %[[ACC2:.*]] = arith.ori %[[ACC]], %[[BADS]] : i1
+// CHECK-NEXT: scf.yield %[[ACC2]] : i1
+// CHECK: %[[P:.*]] = arith.extui %[[SCAN]] : i1 to i32
+// CHECK-NEXT: %[[VOTE:.*]] = nvvm.barrier #nvvm.reduction<or> %[[P]] -> i32
+// CHECK: arith.cmpi ne, %[[VOTE]]
+// CHECK: cf.cond_br %[[BAD]], ^[[EXIT:bb[0-9]+]], ^[[WRITE:bb[0-9]+]]
+// CHECK-NEXT: ^[[EXIT]]:
+// CHECK-NEXT: gpu.return
+// CHECK-NEXT: ^[[WRITE]]:
 // CHECK: vector.bitcast %{{.*}} : vector<8xbf16> to vector<16xi8>
-// CHECK: vector.store %{{.*}} {alignment = 16 : i64} : memref<?xi8, 1>, vector<16xi8>
-// CHECK: gpu.return
+// CHECK: vector.store %{{.*}}, %[[CACHE]][%{{.*}}] {alignment = 16 : i64} : memref<?xi8, 1>, vector<16xi8>
+// CHECK: vector.store %{{.*}}, %[[CACHE]][%{{.*}}] {alignment = 16 : i64} : memref<?xi8, 1>, vector<16xi8>
+// CHECK-NEXT: }
+// CHECK-NEXT: gpu.return
 func.func @plain(%kv_c: tensor<4x512xbf16>, %k_pe: tensor<4x64xbf16>, %slots: tensor<4xi64>, %cache: !mla.kv_cache<?x64xbf16>) {
   mla.kv_cache_update %kv_c, %k_pe, %slots into %cache : tensor<4x512xbf16>, tensor<4x64xbf16>, tensor<4xi64> into !mla.kv_cache<?x64xbf16>
   // A second update with the same specialisation shares the kernel.
@@ -30,17 +61,49 @@ func.func @plain(%kv_c: tensor<4x512xbf16>, %k_pe: tensor<4x64xbf16>, %slots: te
 // -----
 
 // Fused rope + update with q_pe (GPT-J): the k_pe rope items rotate 8 pairs
-// in f32 and round to bf16 once; q_pe is rotated by a loop over the block's
-// tokens x heads.
+// in f32 and round to bf16 once; q_pe items are strided over the grid. The
+// token's slot and position and the position of the thread's first q item
+// are loaded before the vote; the scan checks slots and positions (both
+// loaded before either is compared) and records bad positions too; k_pe
+// and q_pe are loaded with their cos/sin and stored after the vote.
 // CHECK-LABEL: func.func @rope
 // CHECK: mla.rope_kv_cache_update gptj {{.*}}symbol = @mla_kernels::@mla_rope_cache_update_plain_bf16_l512_p64_in_bf16_slot_i32_gptj_pos_i64_q
-// CHECK: gpu.func @mla_rope_cache_update_plain_bf16_l512_p64_in_bf16_slot_i32_gptj_pos_i64_q
-// CHECK-SAME: known_block_size = array<i32: 544, 1, 1>
+// CHECK: gpu.func @mla_rope_cache_update_plain_bf16_l512_p64_in_bf16_slot_i32_gptj_pos_i64_q(%{{.*}}: memref<?xbf16, 1>, %[[KPE:arg[0-9]+]]: memref<?xbf16, 1>, %[[SLOTS:arg[0-9]+]]: memref<?xi32, 1>, %{{.*}}: memref<?xi8, 1>, %[[POS:arg[0-9]+]]: memref<?xi64, 1>, %[[CS:arg[0-9]+]]: memref<?xf32, 1>, %[[Q:arg[0-9]+]]: memref<?xbf16, 1>, %[[BADSLOT:arg[0-9]+]]: memref<?xi32, 1>, %[[BADPOS:arg[0-9]+]]: memref<?xi32, 1>,
+// CHECK-SAME: known_block_size = array<i32: 544, 1, 1>, nvvm.minctasm = 3 : i32
+// CHECK-NOT: store
+// CHECK: memref.load %[[SLOTS]]
+// CHECK-NOT: store
+// CHECK: memref.load %[[POS]]
+// CHECK-NOT: store
+// CHECK: gpu.grid_dim x
+// CHECK-NOT: store
+// CHECK: memref.load %[[POS]]
+// CHECK-NOT: store
+// CHECK: scf.for {{.*}} iter_args
+// CHECK: memref.load %[[SLOTS]]
+// CHECK-NOT: arith.cmpi
+// CHECK: memref.load %[[POS]]
+// CHECK: memref.atomic_rmw mins %{{.*}}, %[[BADSLOT]][
+// CHECK: memref.atomic_rmw mins %{{.*}}, %[[BADPOS]][
+// CHECK-NOT: store
+// CHECK: nvvm.barrier #nvvm.reduction<or>
+// CHECK-NOT: store
+// CHECK: cf.cond_br
+// CHECK-NEXT: ^bb1:
+// CHECK-NEXT: gpu.return
+// CHECK: vector.load %[[KPE]]
+// CHECK: vector.load %[[CS]]
 // CHECK: vector.shuffle %{{.*}}, %{{.*}} [0, 2, 4, 6, 8, 10, 12, 14] : vector<8xbf16>, vector<8xbf16>
 // CHECK: arith.mulf
 // CHECK: arith.subf
 // CHECK: arith.truncf %{{.*}} : vector<8xf32> to vector<8xbf16>
+// CHECK: vector.store %{{.*}}, %[[KPE]]
+// CHECK: vector.load %[[Q]]
+// CHECK: vector.store %{{.*}}, %[[Q]]
 // CHECK: scf.for
+// CHECK: memref.load %[[POS]]
+// CHECK: vector.load %[[Q]]
+// CHECK: vector.store %{{.*}}, %[[Q]]
 func.func @rope(%kv_c: tensor<4x512xbf16>, %k_pe: tensor<4x64xbf16>, %slots: tensor<4xi32>, %pos: tensor<4xi64>, %cs: tensor<128x64xf32>, %q: tensor<4x16x64xbf16>, %cache: !mla.kv_cache<?x64xbf16>) -> tensor<4x16x64xbf16> {
   %qo = mla.rope_kv_cache_update gptj %kv_c, %k_pe, %slots into %cache positions(%pos, %cs) rotate_q(%q : tensor<4x16x64xbf16>) : tensor<4x512xbf16>, tensor<4x64xbf16>, tensor<4xi32> into !mla.kv_cache<?x64xbf16>, tensor<4xi64>, tensor<128x64xf32> rotated_q tensor<4x16x64xbf16>
   return %qo : tensor<4x16x64xbf16>
@@ -48,11 +111,19 @@ func.func @rope(%kv_c: tensor<4x512xbf16>, %k_pe: tensor<4x64xbf16>, %slots: ten
 
 // -----
 
-// fp8_ds_mla: tile amax over 16 lanes with shuffles, saturating RNE
-// conversion of value pairs, the f32 tile scale stored by the first lane.
+// fp8_ds_mla: 8 values a thread, loaded before the vote; after it, the
+// tile amax over 16 lanes with shuffles (the vote is uniform over the
+// block, so the warps are full), saturating RNE conversion of value pairs,
+// the f32 tile scale stored by the first lane.
 // CHECK-LABEL: func.func @ds_mla
 // CHECK: gpu.func @mla_cache_update_fp8_ds_mla_f8e4m3fn_l512_p64_in_bf16_slot_i64
-// CHECK-SAME: known_block_size = array<i32: 640, 1, 1>
+// CHECK-SAME: known_block_size = array<i32: 640, 1, 1>, nvvm.minctasm = 3 : i32
+// CHECK-NOT: store
+// CHECK: vector.load %{{.*}} {alignment = 16 : i64} : memref<?xbf16, 1>, vector<8xbf16>
+// CHECK-NOT: store
+// CHECK: nvvm.barrier #nvvm.reduction<or>
+// CHECK-NOT: store
+// CHECK: cf.cond_br
 // CHECK: gpu.shuffle xor %{{.*}}, %c8_i32, %c32_i32 : f32
 // CHECK: gpu.shuffle xor
 // CHECK: gpu.shuffle xor
