@@ -128,49 +128,6 @@ __global__ void validateKernel(WriteParams p) {
   atomicExch(&p.rec->callFailed, verdict);
 }
 
-/// Large plain updates without rope (pre-validated): a flat grid-stride
-/// copy of 16-byte units, U per thread, every load issued before any
-/// store. Consecutive threads take consecutive units of a row, so loads and
-/// stores are coalesced and all lanes do the same work (a warp per token
-/// leaves 24 of 32 lanes idle on a 72-unit row's third pass).
-template <int U>
-__global__ void __launch_bounds__(kThreads) plainUpdateKernel(WriteParams p) {
-  if (*reinterpret_cast<volatile int *>(&p.rec->callFailed))
-    return;
-  const int es = p.cacheType == int(DType::F32) ? 4 : 2;
-  const int lc = p.latent * es / 16, chunks = lc + p.rope * es / 16;
-  const int64_t rowUnits = p.rowBytes / 16;
-  const int64_t total = (p.T < p.N ? p.T : p.N) * chunks;
-  const int64_t stride = int64_t(gridDim.x) * kThreads * U;
-  uint4 *cache = reinterpret_cast<uint4 *>(p.cache);
-  for (int64_t base = int64_t(blockIdx.x) * kThreads * U + threadIdx.x;
-       base < total; base += stride) {
-    uint4 v[U];
-    int64_t dst[U];
-#pragma unroll
-    for (int i = 0; i < U; ++i) {
-      const int64_t u = base + int64_t(i) * kThreads;
-      dst[i] = -1;
-      if (u < total) {
-        const int64_t t = u / chunks;
-        const int c = int(u - t * chunks);
-        const int64_t s = loadIdx(p.slots, p.slot64, p.slotStride, t);
-        v[i] = c < lc ? reinterpret_cast<const uint4 *>(p.kvC + t * p.kvStride * es)[c]
-                      : reinterpret_cast<const uint4 *>(p.kPe + t * p.kpStride * es)[c - lc];
-        // Validated already; the range check stays so that even a racing
-        // misuse cannot write outside the cache.
-        if (s >= 0 && s < p.numSlots)
-          dst[i] = s * rowUnits + c;
-      }
-    }
-#pragma unroll
-    for (int i = 0; i < U; ++i)
-      if (dst[i] >= 0)
-        cache[dst[i]] = v[i];
-  }
-}
-constexpr int kPlainUnits = 4;
-
 __device__ __forceinline__ void rotatePair(uint8_t *row, int type, int64_t a,
                                            int64_t b, float c, float s,
                                            float &r0, float &r1) {
@@ -644,17 +601,7 @@ Status launch(CudaContext &ctx, WriteParams &p, cudaStream_t stream,
     MLART_RETURN_IF_ERROR(resetRecord(ctx, stream));
   }
   MLART_RETURN_IF_ERROR(prevalidate(ctx, p, stream));
-  if (p.prevalidated && (p.vec & 1) && p.kPe && !p.doRope && !p.q &&
-      !p.kOut && !p.wp) {
-    const int64_t units =
-        std::min(p.T, p.N) * ((p.latent + p.rope) * (p.cacheType == int(DType::F32) ? 4 : 2) / 16);
-    plainUpdateKernel<kPlainUnits>
-        <<<gridFor(units, kThreads * kPlainUnits, int64_t(ctx.smCount) * 8),
-           kThreads, 0, stream>>>(p);
-    MLART_CUDA_CHECK_LAUNCH("plainUpdateKernel");
-  } else {
-    MLART_RETURN_IF_ERROR(launchWriteKernel(ctx, p, stream));
-  }
+  MLART_RETURN_IF_ERROR(launchWriteKernel(ctx, p, stream));
   if (!ctx.synchronousChecks)
     return Status::success();
   return readRecord(ctx, stream, slots, positions,

@@ -285,15 +285,17 @@ int decodeSplitHeuristicMany(int smCount, int64_t batch, int64_t headGroups,
 Status launchDecodeManyHeads(const DecodeParams &p, int64_t batch,
                              cudaStream_t stream) {
   // MLART_DECODE_MANY=2..6 selects a timing variant of this kernel (see the
-  // kernel). MLART_DECODE_MANY_VARIANT (A/B): 0 this kernel, 1 the
-  // TMA-producer kernel, 2 (default) that one with S queued behind PV.
+  // kernel). MLART_DECODE_MANY_VARIANT (A/B): 0 this kernel, 1 (default)
+  // the TMA-producer kernel, 2 that one with S queued behind PV. Measured on
+  // the H200 (docs/performance.md, 2026-12-03), H=128 B=128 L=8192: 826 /
+  // 657 / 758 us; variant 1 is the fastest at every measured shape.
   static const int variant = [] {
     const char *v = std::getenv("MLART_DECODE_MANY");
     return v && v[0] >= '2' && v[0] <= '6' ? v[0] - '0' : 1;
   }();
   static const int tmaVariant = [] {
     const char *v = std::getenv("MLART_DECODE_MANY_VARIANT");
-    return v && v[0] >= '0' && v[0] <= '2' && !v[1] ? v[0] - '0' : 2;
+    return v && v[0] >= '0' && v[0] <= '2' && !v[1] ? v[0] - '0' : 1;
   }();
   if (variant == 1 && tmaVariant != 0 && decodeManyHeadsTmaApplies(p)) {
     Status s = launchDecodeManyHeadsTma(p, batch, tmaVariant == 2, stream);
