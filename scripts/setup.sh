@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Installs what a fresh Debian 12 machine needs to build and test MLA:
-# MLIR/LLVM 22, clang-22, lld, ninja, GoogleTest, Google Benchmark.
+# MLIR/LLVM 22, clang-22 (with its sanitizer runtimes), lld, ninja, GoogleTest,
+# Google Benchmark.
 # Idempotent: does nothing when everything is present.
 set -euo pipefail
 
 packages=(ninja-build cmake libmlir-22-dev mlir-22-tools llvm-22-dev llvm-22-tools
-          clang-22 lld-22 ccache libgtest-dev libbenchmark-dev python3)
+          clang-22 lld-22 libclang-rt-22-dev ccache libgtest-dev libbenchmark-dev
+          python3)
 
 missing=()
 for p in "${packages[@]}"; do
