@@ -569,8 +569,6 @@ void fillCache(WriteParams &p, const TensorRef &kvC, const TensorRef &kPe,
               : 0;
 }
 
-Status launchWriteKernel(CudaContext &ctx, WriteParams &p, cudaStream_t stream);
-
 /// Sets p.prevalidated and, for a large call, runs the separate validation
 /// (shared with the compiler-generated kernels, prevalidateCacheWrite). It
 /// publishes callFailed itself (see validateKernel): no memset first.
@@ -583,6 +581,28 @@ Status prevalidate(CudaContext &ctx, WriteParams &p, cudaStream_t stream) {
   validateKernel<<<gridFor(checks, kThreads, int64_t(ctx.smCount) * 8),
                    kThreads, 0, stream>>>(p);
   MLART_CUDA_CHECK_LAUNCH("validateKernel");
+  return Status::success();
+}
+
+/// The general kernel: a warp per token (two per step when pre-validated),
+/// q_pe rotation in its own blocks.
+Status launchWriteKernel(CudaContext &ctx, WriteParams &p, cudaStream_t stream) {
+  const int64_t cap = int64_t(ctx.smCount) * 64;
+  int64_t tokenBlocks = p.kPe ? (p.T + kWarps - 1) / kWarps : 0;
+  // Large calls: two tokens per warp (see the kernel).
+  if (p.prevalidated)
+    tokenBlocks = std::min(cap, (tokenBlocks + 1) / 2);
+  const int64_t items = p.q ? ((p.vec & 2) ? p.T * p.Hq * (p.style == 0 ? 8 : 4)
+                                          : p.T * p.Hq * (p.rope / 2))
+                            : 0;
+  int64_t qBlocks = (items + kThreads - 1) / kThreads;
+  if (p.prevalidated && (p.vec & 2))
+    qBlocks = (qBlocks + 1) / 2; // two items per thread and step
+  qBlocks = std::min(cap, qBlocks);
+  p.tokenBlocks = tokenBlocks;
+  const int64_t blocks = std::max<int64_t>(1, tokenBlocks + qBlocks);
+  ropeCacheWriteKernel<<<unsigned(blocks), kThreads, 0, stream>>>(p);
+  MLART_CUDA_CHECK_LAUNCH("ropeCacheWriteKernel");
   return Status::success();
 }
 
@@ -610,27 +630,6 @@ Status launch(CudaContext &ctx, WriteParams &p, cudaStream_t stream,
                     cache ? cache->refusedWrites : nullptr);
 }
 
-/// The general kernel: a warp per token (two per step when pre-validated),
-/// q_pe rotation in its own blocks.
-Status launchWriteKernel(CudaContext &ctx, WriteParams &p, cudaStream_t stream) {
-  const int64_t cap = int64_t(ctx.smCount) * 64;
-  int64_t tokenBlocks = p.kPe ? (p.T + kWarps - 1) / kWarps : 0;
-  // Large calls: two tokens per warp (see the kernel).
-  if (p.prevalidated)
-    tokenBlocks = std::min(cap, (tokenBlocks + 1) / 2);
-  const int64_t items = p.q ? ((p.vec & 2) ? p.T * p.Hq * (p.style == 0 ? 8 : 4)
-                                          : p.T * p.Hq * (p.rope / 2))
-                            : 0;
-  int64_t qBlocks = (items + kThreads - 1) / kThreads;
-  if (p.prevalidated && (p.vec & 2))
-    qBlocks = (qBlocks + 1) / 2; // two items per thread and step
-  qBlocks = std::min(cap, qBlocks);
-  p.tokenBlocks = tokenBlocks;
-  const int64_t blocks = std::max<int64_t>(1, tokenBlocks + qBlocks);
-  ropeCacheWriteKernel<<<unsigned(blocks), kThreads, 0, stream>>>(p);
-  MLART_CUDA_CHECK_LAUNCH("ropeCacheWriteKernel");
-  return Status::success();
-}
 
 } // namespace
 
