@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <string>
 
 using namespace mlart;
@@ -72,6 +73,53 @@ TEST(QAbsorb, WritesIntoAStridedSliceOfTheFullQuery) {
   expectNear(gotLatent, ref, sumTolerance(nope), relTolerance(DType::BF16),
              "latent");
   EXPECT_EQ(gotRope, wantRope);
+}
+
+// The compiled step assembles the decode query in place: q_absorb's output
+// is the [.., 0:L] view of [B, H, L + P] (row stride H * 576, head stride
+// 576). The view changes only where results go, never their bits; the rope
+// columns keep their (random, not NaN) values.
+TEST(QAbsorb, StridedOutputEqualsContiguousBitForBit) {
+  const int64_t H = 16, nope = 128, latent = 512, rope = 64, row = latent + rope;
+  for (DType t : {DType::BF16, DType::F32})
+    for (int64_t B : {1, 5}) {
+      SCOPED_TRACE(std::string(dtypeName(t)) + " B=" + std::to_string(B));
+      std::mt19937 rng(unsigned(40 + B));
+      HostTensor qNope(t, {B, H, nope}), wUK(t, {H, nope, latent});
+      qNope.fillUniform(rng);
+      wUK.fillUniform(rng);
+      HostTensor contiguous(t, {B, H, latent}), full(t, {B, H, row});
+      contiguous.poison();
+      full.fillUniform(rng);
+      for (int64_t r = 0; r < B * H; ++r)
+        for (int64_t c = 0; c < latent; ++c)
+          full.set(r * row + c, std::nan(""));
+      const std::vector<uint8_t> before = full.bytes();
+
+      ASSERT_TRUE(cpu::qAbsorb({qNope.ref(), wUK.ref(), contiguous.ref()}).ok());
+      TensorRef view = full.ref();
+      view.sizes[2] = latent;
+      ASSERT_EQ(view.strides[0], H * row);
+      ASSERT_EQ(view.strides[1], row);
+      Status s = cpu::qAbsorb({qNope.ref(), wUK.ref(), view});
+      ASSERT_TRUE(s.ok()) << s.toString();
+
+      const size_t es = dtypeSize(t);
+      for (int64_t r = 0; r < B * H; ++r) {
+        const uint8_t *got = full.bytes().data() + size_t(r * row) * es;
+        const uint8_t *want =
+            contiguous.bytes().data() + size_t(r * latent) * es;
+        ASSERT_EQ(std::memcmp(got, want, size_t(latent) * es), 0)
+            << "latent row " << r;
+        ASSERT_EQ(std::memcmp(got + size_t(latent) * es,
+                              before.data() + size_t(r * row + latent) * es,
+                              size_t(rope) * es),
+                  0)
+            << "rope columns of row " << r;
+      }
+      // Not trivially equal: the product was written (no NaN left).
+      EXPECT_FALSE(std::isnan(full.get(0)));
+    }
 }
 
 TEST(QAbsorb, ContiguousF16InF32Out) {

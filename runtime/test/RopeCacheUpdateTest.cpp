@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <string>
 #include <tuple>
 
@@ -171,6 +172,80 @@ TEST(RopeCacheUpdate, NegativeSlotTokensAreRotatedButNotStored) {
   EXPECT_EQ(qPe.bytes, refQ.bytes);
   EXPECT_EQ(kPe.bytes, refK.bytes);
   EXPECT_EQ(cacheBytes(cache), before);
+}
+
+/// The compiled step copies q_pe into the last P columns of the assembled
+/// [T, H, L + P] query and rotates it there: the strided view must rotate
+/// exactly as a contiguous q_pe does, and leave the latent columns alone.
+TEST(RopeCacheUpdate, StridedQPeViewOfTheAssembledQuery) {
+  const int64_t T = 9, H = 16, latent = 512, rope = 64, row = latent + rope;
+  for (RopeStyle style : {RopeStyle::GptJ, RopeStyle::NeoX}) {
+    SCOPED_TRACE(style == RopeStyle::NeoX ? "neox" : "gptj");
+    auto dev = createCpuDevice();
+    KVCacheDesc desc;
+    desc.numBlocks = 4;
+    desc.blockSize = 16;
+    KVCache viewCache = std::move(KVCache::create(*dev, desc).value());
+    KVCache refCache = std::move(KVCache::create(*dev, desc).value());
+    ASSERT_TRUE(viewCache.fill(kPoison).ok());
+    ASSERT_TRUE(refCache.fill(kPoison).ok());
+    std::mt19937 rng(11);
+    const HostTensor &table = cosSinTable(64, rope, 10000.0);
+    HostTensor kvC(DType::BF16, {T, latent}), kPe(DType::BF16, {T, rope}),
+        qPe(DType::BF16, {T, H, rope}), query(DType::BF16, {T, H, row});
+    fillRandom(kvC, rng);
+    fillRandom(kPe, rng);
+    fillRandom(qPe, rng);
+    fillRandom(query, rng);
+    // q_pe's values in the query's rope columns, as the step's copy leaves
+    // them.
+    for (int64_t r = 0; r < T * H; ++r)
+      std::memcpy(query.bytes.data() + (r * row + latent) * 2,
+                  qPe.bytes.data() + r * rope * 2, size_t(rope) * 2);
+    const HostTensor queryBefore = query;
+    HostTensor positions = indexTensor({0, 3, 7, 12, 20, 31, 40, 55, 63});
+    HostTensor slots =
+        indexTensor(distinctSlots(T, desc.numSlots(), rng));
+
+    TensorRef view = query.ref;
+    view.data = query.bytes.data() + latent * 2;
+    view.sizes[2] = rope;
+    HostTensor refK = kPe, viewK = kPe;
+    RopeCacheUpdateArgs args;
+    args.kvC = kvC.ref;
+    args.slotMapping = slots.ref;
+    args.positions = positions.ref;
+    args.cosSin = table.ref;
+    args.style = style;
+    args.kPe = refK.ref;
+    args.cache = refCache.ref();
+    args.qPe = qPe.ref;
+    ASSERT_TRUE(cpuKernelLibrary().ropeCacheUpdate(args, nullptr).ok());
+    args.kPe = viewK.ref;
+    args.cache = viewCache.ref();
+    args.qPe = view;
+    Status s = cpuKernelLibrary().ropeCacheUpdate(args, nullptr);
+    ASSERT_TRUE(s.ok()) << s.toString();
+
+    EXPECT_EQ(viewK.bytes, refK.bytes);
+    EXPECT_EQ(cacheBytes(viewCache), cacheBytes(refCache));
+    for (int64_t r = 0; r < T * H; ++r) {
+      const uint8_t *got = query.bytes.data() + r * row * 2;
+      ASSERT_EQ(std::memcmp(got + latent * 2,
+                            qPe.bytes.data() + r * rope * 2, size_t(rope) * 2),
+                0)
+          << "rotated q_pe row " << r;
+      ASSERT_EQ(std::memcmp(got, queryBefore.bytes.data() + r * row * 2,
+                            size_t(latent) * 2),
+                0)
+          << "latent columns of row " << r;
+    }
+    // The rotation did something (position 0 is the identity).
+    EXPECT_NE(std::memcmp(query.bytes.data() + (H * row + latent) * 2,
+                          queryBefore.bytes.data() + (H * row + latent) * 2,
+                          size_t(rope) * 2),
+              0);
+  }
 }
 
 TEST(RopeCacheUpdate, ErrorsLeaveEverythingUntouched) {

@@ -8,6 +8,9 @@
 //  - every other result gets a fresh arena allocation, or the output buffer
 //    directly when it is only returned;
 //  - each op becomes one or a few kernel instructions;
+//  - the decode query's producers (q_absorb and the fused rope update's
+//    q_pe) write straight into their columns of the assembled query, so the
+//    q_concat between them lowers to nothing;
 //  - arena allocations are then placed by liveness (ArenaPlanner), so the
 //    arena does not grow with the number of layers.
 //
@@ -29,6 +32,7 @@
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/Tools/mlir-translate/Translation.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/Path.h"
@@ -106,6 +110,7 @@ public:
 private:
   LogicalResult declareArguments();
   LogicalResult declareResults();
+  LogicalResult planQueryAssembly();
   LogicalResult translate(Operation *op);
   LogicalResult translateView(Operation *op);
 
@@ -139,7 +144,11 @@ private:
   mlart::ArtifactWriter writer;
   DenseMap<Value, unsigned> valueViews;
   DenseMap<Value, uint32_t> caches;
-  DenseMap<Value, unsigned> outputViews; ///< results written in place
+  /// Results written straight into a destination: the output buffer, or
+  /// their columns of an assembled query.
+  DenseMap<Value, unsigned> outputViews;
+  /// q_concat ops whose result is assembled by its producers.
+  DenseSet<Operation *> assembledConcats;
   SmallVector<unsigned> resultViews;     ///< output buffer view per result
   std::vector<PendingView> views;
   std::vector<PendingInst> insts;
@@ -369,6 +378,42 @@ LogicalResult Translator::declareResults() {
         !isa<tensor::ExtractSliceOp, tensor::ExpandShapeOp,
              tensor::CollapseShapeOp>(def))
       outputViews[value] = id;
+  }
+  return success();
+}
+
+/// The decode query is concat(q_absorb(...), rotated q_pe): instead of a
+/// q_concat kernel copying both parts, allocate the query once and let
+/// q_absorb write its first L columns (a strided view) and the fused rope
+/// update copy and rotate q_pe in its last P columns. Only when q_concat is
+/// each part's sole reader (otherwise the part stays a tensor of its own)
+/// and the element types agree; anything else keeps the q_concat
+/// instruction.
+LogicalResult Translator::planQueryAssembly() {
+  for (auto concat : func.getBody().front().getOps<QConcatOp>()) {
+    Value latent = concat.getQLatent(), pe = concat.getQPe();
+    auto update = pe.getDefiningOp<RopeKVCacheUpdateOp>();
+    if (!latent.getDefiningOp<QAbsorbOp>() || !update ||
+        pe != update.getQPeOut() || !latent.hasOneUse() || !pe.hasOneUse())
+      continue;
+    auto latentType = cast<RankedTensorType>(latent.getType());
+    auto peType = cast<RankedTensorType>(pe.getType());
+    auto queryType = cast<RankedTensorType>(concat.getResult().getType());
+    if (latentType.getElementType() != queryType.getElementType() ||
+        peType.getElementType() != queryType.getElementType() ||
+        !queryType.hasStaticShape())
+      continue;
+    FailureOr<unsigned> query = resultView(concat.getResult());
+    if (failed(query))
+      return failure();
+    // Views of one allocation: liveness keeps the whole query alive from
+    // its first writer to its last reader.
+    int64_t batch = queryType.getDimSize(0), heads = queryType.getDimSize(1);
+    int64_t l = latentType.getDimSize(2), p = peType.getDimSize(2);
+    outputViews[latent] =
+        subview(*query, {0, 0, 0}, {batch, heads, l}, {1, 1, 1});
+    outputViews[pe] = subview(*query, {0, 0, l}, {batch, heads, p}, {1, 1, 1});
+    assembledConcats.insert(concat);
   }
   return success();
 }
@@ -702,6 +747,9 @@ LogicalResult Translator::translate(Operation *op) {
         return success();
       })
       .Case([&](QConcatOp concat) -> LogicalResult {
+        // Its producers already wrote both parts (planQueryAssembly).
+        if (assembledConcats.contains(op))
+          return success();
         auto in = operands({concat.getQLatent(), concat.getQPe()});
         auto out = resultView(concat.getResult());
         if (failed(in) || failed(out))
@@ -823,7 +871,8 @@ LogicalResult Translator::translate(Operation *op) {
 FailureOr<std::vector<uint8_t>> Translator::run() {
   if (!func.getBody().hasOneBlock())
     return func.emitError() << "the step function must have a single block";
-  if (failed(declareArguments()) || failed(declareResults()))
+  if (failed(declareArguments()) || failed(declareResults()) ||
+      failed(planQueryAssembly()))
     return failure();
   for (Operation &op : func.getBody().front())
     if (failed(translate(&op)))

@@ -46,6 +46,20 @@ void printListing(const mlart::Artifact &artifact, raw_ostream &os) {
     for (int d = 0; d < view.rank; ++d)
       os << (d ? "x" : "") << view.sizes[d];
     os << "]";
+    // Strides only where they are not the sizes' row-major ones: the
+    // slices and assembled-query parts that a reader must see are views.
+    bool rowMajor = true;
+    int64_t expect = 1;
+    for (int d = view.rank - 1; d >= 0; --d) {
+      rowMajor = rowMajor && view.strides[d] == expect;
+      expect *= view.sizes[d];
+    }
+    if (!rowMajor) {
+      os << "{";
+      for (int d = 0; d < view.rank; ++d)
+        os << (d ? "," : "") << view.strides[d];
+      os << "}";
+    }
   };
   for (auto [i, module] : llvm::enumerate(artifact.modules()))
     os << "module " << i << " ptx " << module.ptx.size() << " bytes\n";

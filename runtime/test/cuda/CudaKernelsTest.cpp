@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <string>
 
 using namespace mlart;
 using namespace mlart::cudatest;
@@ -768,6 +769,119 @@ TEST(CudaGemm, QAbsorbVUpLinear) {
   ASSERT_TRUE(cpu().linear({x.h(), w.h(), lo.h()}, nullptr).ok());
   ASSERT_TRUE(dev->kernels().linear({x.d(), w.d(), lo.d()}, nullptr).ok());
   EXPECT_LT(relErr(lo, lo.down(dev)), 1e-2);
+}
+
+// The compiled decode step assembles its query in place (no q_concat):
+// q_absorb writes the [.., 0:512] view of [B, H, 576] (row stride H * 576,
+// head stride 576; for B = 1 cuBLAS gets ldc = max(stride, N)). The latent
+// columns start as NaN, the rope columns as random values that must survive
+// bit for bit.
+TEST(CudaGemm, QAbsorbIntoTheAssembledQuery) {
+  REQUIRE_GPU();
+  const int64_t latent = 512, rope = 64, row = latent + rope;
+  struct C {
+    int64_t B, H;
+  };
+  for (C c : {C{1, 16}, C{64, 16}, C{2, 128}}) {
+    SCOPED_TRACE("B=" + std::to_string(c.B) + " H=" + std::to_string(c.H));
+    Arr qn = randomArr(dev, DType::BF16, {c.B, c.H, 128});
+    Arr wuk = randomArr(dev, DType::BF16, {c.H, 128, latent}, -0.2f, 0.2f);
+    Arr query(dev, DType::BF16, {c.B, c.H, row});
+    query.random();
+    for (int64_t r = 0; r < c.B * c.H; ++r)
+      for (int64_t col = 0; col < latent; ++col)
+        query.set(r * row + col, NAN);
+    query.up(dev);
+    const std::vector<uint8_t> before = query.host;
+    auto view = [&](TensorRef t) {
+      t.sizes[2] = latent;
+      return t;
+    };
+    ASSERT_EQ(view(query.d()).strides[0], c.H * row);
+    ASSERT_EQ(view(query.d()).strides[1], row);
+    Status s = cpu().qAbsorb({qn.h(), wuk.h(), view(query.h())}, nullptr);
+    ASSERT_TRUE(s.ok()) << s.message();
+    s = dev->kernels().qAbsorb({qn.d(), wuk.d(), view(query.d())}, nullptr);
+    if (s.code() == StatusCode::Unavailable)
+      GTEST_SKIP() << s.message();
+    ASSERT_TRUE(s.ok()) << s.message();
+    const std::vector<uint8_t> got = query.down(dev);
+    double num = 0, den = 0;
+    for (int64_t r = 0; r < c.B * c.H; ++r) {
+      for (int64_t col = 0; col < latent; ++col) {
+        const size_t i = size_t(r * row + col);
+        const double g = loadAsFloat(got.data(), DType::BF16, i);
+        const double ref = query.get(int64_t(i));
+        ASSERT_FALSE(std::isnan(g)) << "row " << r << " col " << col;
+        num += (g - ref) * (g - ref);
+        den += ref * ref;
+      }
+      const size_t tail = size_t(r * row + latent) * 2;
+      ASSERT_EQ(std::memcmp(got.data() + tail, before.data() + tail,
+                            size_t(rope) * 2),
+                0)
+          << "rope columns of row " << r;
+    }
+    EXPECT_LT(std::sqrt(num / den), 1e-2);
+  }
+}
+
+// The same assembled query's rope columns: the fused rope + update rotates
+// q_pe through the strided view [.., 512:576] (row stride H * 576) exactly
+// as the CPU does, and leaves the latent columns untouched.
+TEST(CudaRopeCacheUpdate, StridedQPeViewMatchesCpuBitForBit) {
+  REQUIRE_GPU();
+  const int64_t latent = 512, rope = 64, row = latent + rope;
+  struct C {
+    int64_t T;
+    int H;
+    RopeStyle style;
+  };
+  for (C c : {C{1, 16, RopeStyle::GptJ}, C{64, 16, RopeStyle::GptJ},
+              C{7, 128, RopeStyle::NeoX}, C{300, 16, RopeStyle::NeoX}}) {
+    SCOPED_TRACE("T=" + std::to_string(c.T) + " H=" + std::to_string(c.H));
+    Cache cache(dev, CacheLayout::Plain, DType::BF16, 128, 32);
+    Arr kv = randomArr(dev, DType::BF16, {c.T, latent}, -2, 2);
+    Arr kp = randomArr(dev, DType::BF16, {c.T, rope}, -2, 2);
+    Arr query = randomArr(dev, DType::BF16, {c.T, c.H, row}, -2, 2);
+    const std::vector<uint8_t> before = query.host;
+    Arr cs = cosSinTable(dev, 8192, rope);
+    Arr pos(dev, DType::I64, {c.T});
+    std::vector<int64_t> p(static_cast<size_t>(c.T));
+    for (auto &v : p)
+      v = 1 + int64_t(rng()() % 8191); // position 0 would not rotate
+    pos.setI64(p);
+    pos.up(dev);
+    Arr slots = slotArr(dev, randomSlots(c.T, cache.desc.numSlots()), true);
+    auto view = [&](TensorRef t) {
+      t.data = static_cast<uint8_t *>(t.data) + latent * 2;
+      t.sizes[2] = rope;
+      return t;
+    };
+    RopeCacheUpdateArgs h{kv.h(), kp.h(), slots.h(), cache.h(), pos.h(),
+                          cs.h(), c.style, view(query.h()), TensorRef()};
+    RopeCacheUpdateArgs g{kv.d(), kp.d(), slots.d(), cache.d(), pos.d(),
+                          cs.d(), c.style, view(query.d()), TensorRef()};
+    ASSERT_TRUE(cpu().ropeCacheUpdate(h, nullptr).ok());
+    Status s = dev->kernels().ropeCacheUpdate(g, nullptr);
+    ASSERT_TRUE(s.ok()) << s.message();
+    const std::vector<uint8_t> got = query.down(dev);
+    EXPECT_TRUE(got == query.host) << "assembled query";
+    EXPECT_TRUE(cache.bytes.down(dev) == cache.bytes.host) << "cache";
+    EXPECT_TRUE(kp.down(dev) == kp.host) << "k_pe";
+    bool rotated = false;
+    for (int64_t r = 0; r < c.T * c.H; ++r) {
+      const size_t at = size_t(r * row) * 2;
+      ASSERT_EQ(std::memcmp(got.data() + at, before.data() + at,
+                            size_t(latent) * 2),
+                0)
+          << "latent columns of row " << r;
+      rotated = rotated || std::memcmp(got.data() + at + latent * 2,
+                                       before.data() + at + latent * 2,
+                                       size_t(rope) * 2) != 0;
+    }
+    EXPECT_TRUE(rotated);
+  }
 }
 
 } // namespace

@@ -5,8 +5,9 @@
 // RUN: mla-opt %mla_src_root/examples/deepseek-v2-lite-decode-layer.mlir -mla-decode-pipeline | mla-translate --mla-to-artifact-listing | FileCheck %s
 
 // The arena holds the widest point of the step, not the sum of temporaries
-// (q 8x3072 + kv 8x576 + latent query 8x16x576 + ... would be ~0.5 MB).
-// CHECK: artifact @decode_layer arena 294912 bytes
+// (q 8x3072 + kv 8x576 + latent query 8x16x576 + ... would be ~0.5 MB):
+// here the assembled query and the attention output, 147456 + 131072.
+// CHECK: artifact @decode_layer arena 278528 bytes
 // CHECK-NEXT: buffer 0 "hidden_states" input bf16 [8, 2048]
 // CHECK-NEXT: buffer 1 "positions" step_metadata i64 [8]
 // CHECK-NEXT: buffer 2 "slot_mapping" step_metadata i64 [8]
@@ -19,15 +20,18 @@
 // CHECK-NEXT: 1: linear arena+[[H]][8x2048] buffer7+0[3072x2048] arena+[[Q:[0-9]+]][8x3072]
 // CHECK-NEXT: 2: linear arena+[[H]][8x2048] buffer8+0[576x2048] arena+[[KV:[0-9]+]][8x576]
 // kv_c is a view of the projection; the norm reads it in place.
-// CHECK-NEXT: 3: rms_norm arena+[[KV]][8x512] buffer9+0[512] arena+{{[0-9]+}}[8x512]
-// The fused kernel rotates copies of k_pe and q_pe in place.
-// CHECK-NEXT: 4: copy arena+{{[0-9]+}}[8x64] arena+{{[0-9]+}}[8x64]
-// CHECK-NEXT: 5: copy arena+{{[0-9]+}}[8x16x64] arena+[[QROT:[0-9]+]][8x16x64]
-// CHECK-NEXT: 6: rope_cache_update cache0 {{.*}} buffer2+0[8] buffer1+0[8] buffer5+0[8192x64] arena+[[QROT]][8x16x64]
-// CHECK-NEXT: 7: q_absorb arena+[[Q]][8x16x128] buffer10+0[16x128x512] arena+[[LAT:[0-9]+]][8x16x512]
-// CHECK-NEXT: 8: q_concat arena+[[LAT]][8x16x512] arena+[[QROT]][8x16x64] arena+[[QL:[0-9]+]][8x16x576]
-// CHECK-NEXT: 9: decode_attention cache0 arena+[[QL]][8x16x576] buffer3+0[8x64] buffer4+0[8] arena+[[O:[0-9]+]][8x16x512]
-// CHECK-NEXT: 10: v_up arena+[[O]][8x16x512] buffer11+0[16x512x128] arena+[[V:[0-9]+]][8x16x128]
+// CHECK-NEXT: 3: rms_norm arena+[[KV]][8x512]{576,1} buffer9+0[512] arena+{{[0-9]+}}[8x512]
+// The fused kernel rotates copies of k_pe and q_pe in place; the copy of
+// q_pe goes straight into the last 64 columns of the assembled query (at
+// byte 512 * 2 of each row of 576), and q_absorb writes its first 512: no
+// q_concat.
+// CHECK-NEXT: 4: copy arena+{{[0-9]+}}[8x64]{576,1} arena+{{[0-9]+}}[8x64]
+// CHECK-NEXT: 5: copy arena+{{[0-9]+}}[8x16x64]{3072,192,1} arena+[[#QROT:]][8x16x64]{9216,576,1}
+// CHECK-NEXT: 6: rope_cache_update cache0 {{.*}} buffer2+0[8] buffer1+0[8] buffer5+0[8192x64] arena+[[#QROT]][8x16x64]{9216,576,1}
+// CHECK-NEXT: 7: q_absorb arena+[[Q]][8x16x128]{3072,192,1} buffer10+0[16x128x512] arena+[[#QROT-1024]][8x16x512]{9216,576,1}
+// CHECK-NEXT: 8: decode_attention cache0 arena+[[#QROT-1024]][8x16x576] buffer3+0[8x64] buffer4+0[8] arena+[[O:[0-9]+]][8x16x512]
+// CHECK-NEXT: 9: v_up arena+[[O]][8x16x512] buffer11+0[16x512x128] arena+[[V:[0-9]+]][8x16x128]
 // The last projection writes the output buffer directly: no final copy.
-// CHECK-NEXT: 11: linear arena+[[V]][8x2048] buffer12+0[2048x2048] buffer13+0[8x2048]
+// CHECK-NEXT: 10: linear arena+[[V]][8x2048] buffer12+0[2048x2048] buffer13+0[8x2048]
 // CHECK-NOT: copy
+// CHECK-NOT: q_concat
