@@ -217,22 +217,38 @@ LogicalResult RopeOp::verify() {
   return success();
 }
 
-LogicalResult QAbsorbOp::verify() {
-  ShapeChecker check(*this);
-  Value q = getQNope(), w = getWUk(), r = getResult();
-  if (cast<ShapedType>(q.getType()).getRank() != 3 ||
+/// The per-head batched matmul shared by q_absorb and v_up:
+/// result[B, H, Y] = input[B, H, X] @ weight[H, X, Y]. The names make each
+/// op's diagnostics speak its own operands.
+struct PerHeadMatmulNames {
+  const char *input, *weight, *shapes, *inputDim, *weightDim;
+};
+static LogicalResult verifyPerHeadMatmul(Operation *op, Value in, Value w,
+                                         Value r,
+                                         const PerHeadMatmulNames &names) {
+  ShapeChecker check(op);
+  if (cast<ShapedType>(in.getType()).getRank() != 3 ||
       cast<ShapedType>(r.getType()).getRank() != 3)
-    return emitOpError() << "expected 'q_nope' and the result to have rank 3 "
-                            "([B, H, N] and [B, H, L])";
-  if (failed(check.dim(w, "w_uk", 0, ShapeChecker::size(q, 1), "heads")) ||
-      failed(check.dim(w, "w_uk", 1, ShapeChecker::size(q, 2),
-                       "the nope dim of 'q_nope'")) ||
-      failed(check.dim(r, "result", 0, ShapeChecker::size(q, 0), "batch")) ||
-      failed(check.dim(r, "result", 1, ShapeChecker::size(q, 1), "heads")) ||
+    return op->emitOpError() << "expected '" << names.input
+                             << "' and the result to have rank 3 ("
+                             << names.shapes << ")";
+  if (failed(check.dim(w, names.weight, 0, ShapeChecker::size(in, 1),
+                       "heads")) ||
+      failed(check.dim(w, names.weight, 1, ShapeChecker::size(in, 2),
+                       names.inputDim)) ||
+      failed(check.dim(r, "result", 0, ShapeChecker::size(in, 0), "batch")) ||
+      failed(check.dim(r, "result", 1, ShapeChecker::size(in, 1), "heads")) ||
       failed(check.dim(r, "result", 2, ShapeChecker::size(w, 2),
-                       "the latent rank of 'w_uk'")))
+                       names.weightDim)))
     return failure();
   return success();
+}
+
+LogicalResult QAbsorbOp::verify() {
+  return verifyPerHeadMatmul(
+      *this, getQNope(), getWUk(), getResult(),
+      {"q_nope", "w_uk", "[B, H, N] and [B, H, L]",
+       "the nope dim of 'q_nope'", "the latent rank of 'w_uk'"});
 }
 
 LogicalResult QConcatOp::verify() {
@@ -269,21 +285,10 @@ LogicalResult QuantizeOp::verify() {
 }
 
 LogicalResult VUpOp::verify() {
-  ShapeChecker check(*this);
-  Value o = getOLatent(), w = getWUv(), r = getResult();
-  if (cast<ShapedType>(o.getType()).getRank() != 3 ||
-      cast<ShapedType>(r.getType()).getRank() != 3)
-    return emitOpError() << "expected 'o_latent' and the result to have rank "
-                            "3 ([B, H, L] and [B, H, V])";
-  if (failed(check.dim(w, "w_uv", 0, ShapeChecker::size(o, 1), "heads")) ||
-      failed(check.dim(w, "w_uv", 1, ShapeChecker::size(o, 2),
-                       "the latent rank of 'o_latent'")) ||
-      failed(check.dim(r, "result", 0, ShapeChecker::size(o, 0), "batch")) ||
-      failed(check.dim(r, "result", 1, ShapeChecker::size(o, 1), "heads")) ||
-      failed(check.dim(r, "result", 2, ShapeChecker::size(w, 2),
-                       "the value dim of 'w_uv'")))
-    return failure();
-  return success();
+  return verifyPerHeadMatmul(
+      *this, getOLatent(), getWUv(), getResult(),
+      {"o_latent", "w_uv", "[B, H, L] and [B, H, V]",
+       "the latent rank of 'o_latent'", "the value dim of 'w_uv'"});
 }
 
 LogicalResult DecompressKVOp::verify() {
