@@ -65,9 +65,11 @@ struct CacheView {
   int64_t tableS0, tableS1, maxBlocks;
 };
 
-struct DecodeParams {
+/// What every decode kernel addresses besides its typed query pointer: the
+/// paged cache, the query and output strides, the optional LSE, the
+/// sequence lengths and the error record (filled by decodeIo on the host).
+struct DecodeIo {
   CacheView c;
-  const uint16_t *q;
   int64_t qS0, qS1;
   void *out;
   int outType;
@@ -76,11 +78,15 @@ struct DecodeParams {
   int64_t lS0, lS1;
   const int32_t *seqLens;
   int64_t seqStride;
+  DeviceErrorRecord *rec;
+};
+
+struct DecodeParams : DecodeIo {
+  const uint16_t *q;
   float scaleLog2;
   int heads, splits, bsLog2;
   float *partOut; // [B, S, H, 512]
   float *partLse; // [B, S, H]
-  DeviceErrorRecord *rec;
 };
 
 /// Heads per CTA of the many-heads path (DecodeManyHeads.cu).

@@ -486,20 +486,10 @@ __global__ void combineKernel(DecodeParams p, int dv) {
 }
 
 // --- Fallback: any layout, dtype and head count. ----------------------------
-struct GenericDecodeParams {
-  CacheView c;
+struct GenericDecodeParams : DecodeIo {
   const void *q;
   int qType;
-  int64_t qS0, qS1;
-  void *out;
-  int outType;
-  int64_t oS0, oS1;
-  float *lse;
-  int64_t lS0, lS1;
-  const int32_t *seqLens;
-  int64_t seqStride;
   float scale;
-  DeviceErrorRecord *rec;
 };
 
 constexpr int kGenThreads = 128, kGenMaxPerThread = 8; // latent <= 1024
@@ -577,6 +567,25 @@ CacheView makeView(const KVCacheRef &cache, const TensorRef &table) {
   v.tableS1 = table.strides[1];
   v.maxBlocks = table.sizes[1];
   return v;
+}
+
+/// The decode kernels' common addressing, from the call's arguments.
+DecodeIo decodeIo(CudaContext &ctx, const DecodeAttentionArgs &a) {
+  DecodeIo io;
+  io.c = makeView(a.cache, a.blockTable);
+  io.qS0 = a.q.strides[0];
+  io.qS1 = a.q.strides[1];
+  io.out = a.out.data;
+  io.outType = int(a.out.dtype);
+  io.oS0 = a.out.strides[0];
+  io.oS1 = a.out.strides[1];
+  io.lse = static_cast<float *>(a.lse.data);
+  io.lS0 = a.lse.present() ? a.lse.strides[0] : 0;
+  io.lS1 = a.lse.present() ? a.lse.strides[1] : 0;
+  io.seqLens = static_cast<const int32_t *>(a.seqLens.data);
+  io.seqStride = a.seqLens.strides[0];
+  io.rec = ctx.deviceRecord;
+  return io;
 }
 
 Status checkPagedShapes(const KVCacheRef &cache, const TensorRef &blockTable,
@@ -666,22 +675,10 @@ Status decodeAttention(CudaContext &ctx, const DecodeAttentionArgs &a,
       reinterpret_cast<uintptr_t>(a.out.data) % 8 == 0;
   if (!fast) {
     GenericDecodeParams p;
-    p.c = makeView(a.cache, a.blockTable);
+    static_cast<DecodeIo &>(p) = decodeIo(ctx, a);
     p.q = a.q.data;
     p.qType = int(a.q.dtype);
-    p.qS0 = a.q.strides[0];
-    p.qS1 = a.q.strides[1];
-    p.out = a.out.data;
-    p.outType = int(a.out.dtype);
-    p.oS0 = a.out.strides[0];
-    p.oS1 = a.out.strides[1];
-    p.lse = static_cast<float *>(a.lse.data);
-    p.lS0 = a.lse.present() ? a.lse.strides[0] : 0;
-    p.lS1 = a.lse.present() ? a.lse.strides[1] : 0;
-    p.seqLens = static_cast<const int32_t *>(a.seqLens.data);
-    p.seqStride = a.seqLens.strides[0];
     p.scale = a.softmaxScale;
-    p.rec = ctx.deviceRecord;
     decodeGenericKernel<<<dim3(unsigned(H), unsigned(B)), kGenThreads, 0,
                           stream>>>(p);
     MLART_CUDA_CHECK_LAUNCH("decodeGenericKernel");
@@ -689,25 +686,13 @@ Status decodeAttention(CudaContext &ctx, const DecodeAttentionArgs &a,
   }
 
   DecodeParams p;
-  p.c = makeView(a.cache, a.blockTable);
+  static_cast<DecodeIo &>(p) = decodeIo(ctx, a);
   p.q = static_cast<const uint16_t *>(a.q.data);
-  p.qS0 = a.q.strides[0];
-  p.qS1 = a.q.strides[1];
-  p.out = a.out.data;
-  p.outType = int(a.out.dtype);
-  p.oS0 = a.out.strides[0];
-  p.oS1 = a.out.strides[1];
-  p.lse = static_cast<float *>(a.lse.data);
-  p.lS0 = a.lse.present() ? a.lse.strides[0] : 0;
-  p.lS1 = a.lse.present() ? a.lse.strides[1] : 0;
-  p.seqLens = static_cast<const int32_t *>(a.seqLens.data);
-  p.seqStride = a.seqLens.strides[0];
   p.scaleLog2 = a.softmaxScale * kLog2e;
   p.heads = int(H);
   p.bsLog2 = 0;
   while ((int64_t(1) << p.bsLog2) < desc.blockSize)
     ++p.bsLog2;
-  p.rec = ctx.deviceRecord;
   const int64_t maxLen = a.blockTable.sizes[1] * desc.blockSize;
   const int64_t maxTiles = std::max<int64_t>(1, (maxLen + kTile - 1) / kTile);
   // H a multiple of 64: the many-heads kernel (DecodeManyHeads.cu, wgmma,
