@@ -4,6 +4,7 @@
 //                  [--cache-only] [--decode-h=H] [--decode-b=B] [--decode-l=L]
 //                  [--no-ceilings] [--codegen-only]
 //                  [--step=ARTIFACT ...] [--step-context=L] [--step-only]
+//                  [--update-t=T]
 // Times every kernel with CUDA events (warm-up, then the median of many
 // individually bracketed calls), and measures in the same run the two
 // ceilings: a large device-to-device copy (bytes read + written) and a cuBLAS
@@ -305,6 +306,7 @@ int main(int argc, char **argv) {
   bool noCeilings = false, codegenOnly = false, stepOnly = false;
   std::vector<std::string> stepPaths;
   int64_t stepContext = 4095;
+  int64_t updateT = 0;
   int decodeH = 0, decodeB = 0;
   int64_t decodeL = 0;
   for (int i = 1; i < argc; ++i) {
@@ -332,6 +334,8 @@ int main(int argc, char **argv) {
       stepContext = std::atoll(argv[i] + 15);
     else if (std::string(argv[i]) == "--step-only")
       stepOnly = true;
+    else if (std::string(argv[i]).rfind("--update-t=", 0) == 0)
+      updateT = std::atoll(argv[i] + 11); // only cache_update at this T
     else
       jsonPath = argv[i];
   }
@@ -366,7 +370,7 @@ int main(int argc, char **argv) {
     add("ceiling:copy", "2 GiB d2d (r+w)", ms, 2.0 * double(n), 0);
   }
   // Generated (PTX) cache writers beside the library's (docs/codegen.md).
-  if (!decodeOnly || codegenOnly)
+  if ((!decodeOnly || codegenOnly) && !updateT)
     benchCodegen(*dev, quick, rng);
   if (codegenOnly)
     return 0;
@@ -443,6 +447,8 @@ int main(int argc, char **argv) {
     Buffer csB = upload(cs);
     Buffer q = randomBf16(size_t(4096) * 128 * 64, rng);
       for (int64_t T : {int64_t(1), int64_t(16), int64_t(256), int64_t(4096), int64_t(65536)}) {
+      if (updateT && T != updateT)
+        continue;
       CacheUpdateArgs a{ten(kv.data(), DType::BF16, {T, 512}),
                         ten(kp.data(), DType::BF16, {T, 64}),
                         ten(slots.data(), DType::I64, {T}), cache};
@@ -451,6 +457,10 @@ int main(int argc, char **argv) {
       double ms = graphMs(fn);
       add("cache_update bf16", "T=" + std::to_string(T), std::isnan(ms) ? call : ms,
           double(T) * 2312, 0, call);
+    }
+    if (updateT) { // one update shape only (for profilers)
+      writeJson(jsonPath, dev->deviceName());
+      return 0;
     }
     {
       // The copy ceiling at the update's own size (65536 rows of 1152 bytes,
