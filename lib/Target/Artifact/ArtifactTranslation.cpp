@@ -11,6 +11,8 @@
 //  - the decode query's producers (q_absorb and the fused rope update's
 //    q_pe) write straight into their columns of the assembled query, so the
 //    q_concat between them lowers to nothing;
+//  - the fused rope update rotates k_pe where it lies when nobody can see
+//    the rotation (a view of a temporary with no later reader), else a copy;
 //  - arena allocations are then placed by liveness (ArenaPlanner), so the
 //    arena does not grow with the number of layers.
 //
@@ -86,6 +88,12 @@ void setRowMajor(mlart::ViewDecl &view, ArrayRef<int64_t> sizes) {
   }
 }
 
+/// Ops that lower to a view of their source, never to an instruction.
+bool isViewOp(Operation *op) {
+  return isa<tensor::ExtractSliceOp, tensor::ExpandShapeOp,
+             tensor::CollapseShapeOp>(op);
+}
+
 /// A view whose arena offset is known only after planning.
 struct PendingView {
   mlart::ViewDecl decl;
@@ -111,6 +119,7 @@ private:
   LogicalResult declareArguments();
   LogicalResult declareResults();
   LogicalResult planQueryAssembly();
+  bool canRotateKPeInPlace(RopeKVCacheUpdateOp update, unsigned kPeView);
   LogicalResult translate(Operation *op);
   LogicalResult translateView(Operation *op);
 
@@ -374,9 +383,7 @@ LogicalResult Translator::declareResults() {
     resultViews.push_back(id);
     // A value computed only to be returned is written in place.
     Operation *def = value.getDefiningOp();
-    if (def && value.hasOneUse() &&
-        !isa<tensor::ExtractSliceOp, tensor::ExpandShapeOp,
-             tensor::CollapseShapeOp>(def))
+    if (def && value.hasOneUse() && !isViewOp(def))
       outputViews[value] = id;
   }
   return success();
@@ -416,6 +423,56 @@ LogicalResult Translator::planQueryAssembly() {
     assembledConcats.insert(concat);
   }
   return success();
+}
+
+/// The fused update rotates k_pe in place. Without a copy it rotates bytes of
+/// k_pe's source P, which is unobservable only when: P is a temporary (an
+/// arena allocation of its own, neither an argument nor returned), k_pe
+/// (a view of P) is read by this op alone, and every reader of P or of any
+/// view of P is before this op (it reads the unrotated bytes) - no later
+/// instruction, the return included, can see them. P stays live through
+/// the op (the op reads k_pe, a view of P's allocation), so the arena
+/// planner gives its bytes to nobody else meanwhile. The view must also
+/// be one the kernel accepts and whose rows do not overlap.
+bool Translator::canRotateKPeInPlace(RopeKVCacheUpdateOp update,
+                                     unsigned kPeView) {
+  Value kPe = update.getKPe();
+  if (update.getKPeOut() || !kPe.hasOneUse())
+    return false;
+  Value root = kPe;
+  while (Operation *def = root.getDefiningOp()) {
+    if (!isViewOp(def))
+      break;
+    root = def->getOperand(0);
+  }
+  // P owns its allocation: not an argument, the output buffer or a part
+  // of an assembled query.
+  if (isa<BlockArgument>(root) || outputViews.count(root))
+    return false;
+  auto rootView = valueViews.find(root);
+  if (rootView == valueViews.end() || views[rootView->second].allocId < 0 ||
+      views[rootView->second].allocId != views[kPeView].allocId)
+    return false;
+  // Every reader of P's bytes other than this op's k_pe comes before it.
+  SmallVector<Value> worklist{root};
+  while (!worklist.empty()) {
+    Value value = worklist.pop_back_val();
+    for (OpOperand &use : value.getUses()) {
+      Operation *user = use.getOwner();
+      if (isViewOp(user)) {
+        worklist.push_back(user->getResult(0));
+        continue;
+      }
+      if (user == update && value == kPe)
+        continue;
+      if (user == update || user->getBlock() != update->getBlock() ||
+          !user->isBeforeInBlock(update))
+        return false;
+    }
+  }
+  const mlart::ViewDecl &decl = views[kPeView].decl;
+  return decl.rank == 2 && (decl.sizes[1] <= 1 || decl.strides[1] == 1) &&
+         (decl.sizes[0] <= 1 || decl.strides[0] >= decl.sizes[1]);
 }
 
 LogicalResult Translator::translateView(Operation *op) {
@@ -497,8 +554,7 @@ LogicalResult Translator::translateView(Operation *op) {
 }
 
 LogicalResult Translator::translate(Operation *op) {
-  if (isa<tensor::ExtractSliceOp, tensor::ExpandShapeOp,
-          tensor::CollapseShapeOp>(op))
+  if (isViewOp(op))
     return translateView(op);
 
   std::string loc = location(op);
@@ -595,18 +651,20 @@ LogicalResult Translator::translate(Operation *op) {
         if (failed(cache) || failed(in) || failed(kernel))
           return failure();
         // The kernel rotates k_pe and q_pe in place: rotate copies, which
-        // are the op's results when it has them.
+        // are the op's results when it has them, or k_pe itself when no one
+        // can observe that.
         auto kPeType = cast<RankedTensorType>(update.getKPe().getType());
-        unsigned kPe;
+        unsigned kPe = (*in)[1];
         if (Value kOut = update.getKPeOut()) {
           FailureOr<unsigned> id = resultView(kOut);
           if (failed(id))
             return failure();
           kPe = *id;
-        } else {
+          copy((*in)[1], kPe);
+        } else if (!canRotateKPeInPlace(update, kPe)) {
           kPe = newAllocation(kPeType, views[(*in)[1]].decl.dtype);
+          copy((*in)[1], kPe);
         }
-        copy((*in)[1], kPe);
         unsigned qPe = kAbsent;
         if (Value q = update.getQPe()) {
           auto qIn = viewOf(op, q);
