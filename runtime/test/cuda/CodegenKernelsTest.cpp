@@ -3,9 +3,10 @@
 // The compiler-generated kernels of the fixture artifact (Inputs/
 // codegen-kernels.mlir, compiled by the top-level build or named by
 // MLART_CODEGEN_ARTIFACT) must write caches, k_pe and q_pe bit-identical to
-// the library kernels on fresh random inputs; a call with a bad slot or
-// position must return the error and write nothing (cache, k_pe and q_pe
-// byte for byte unchanged), for small calls (each block's own vote) and
+// the library kernels on fresh random inputs, also with k_pe a strided view
+// of the kv rows (rotated in place, as lowered steps do); a call with a bad
+// slot or position must return the error and write nothing (cache, k_pe and
+// q_pe byte for byte unchanged), for small calls (each block's own vote) and
 // large ones (the separate validation), synchronously and asynchronously.
 // Kernels that do not match their operands or their argument binding are
 // refused, and the driver's log is reported for PTX it rejects.
@@ -20,6 +21,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <numeric>
 
 namespace mlart::cudatest {
@@ -80,6 +82,9 @@ struct Inputs {
   KVCacheDesc desc;
   Arr kv, kPe, slots, pos, cs, q;
   std::vector<uint8_t> cacheInit;
+  /// k_pe is the strided view of kv's last 64 columns (the layout the
+  /// compiler rotates in place) instead of its own array.
+  bool kPeInKv = false;
 
   Inputs(CudaDevice *dev, const Case &c)
       : kv(dev, DType::BF16, {c.T, 576}), kPe(dev, DType::BF16, {c.T, 64}),
@@ -140,6 +145,11 @@ struct Inputs {
     a.kvC = kv.d();
     a.kvC.sizes[1] = 512; // the latent part of the [T, 576] rows
     a.kPe = kPe.d();
+    if (kPeInKv) {
+      a.kPe = kv.d();
+      a.kPe.data = static_cast<uint8_t *>(a.kPe.data) + 512 * 2;
+      a.kPe.sizes[1] = 64;
+    }
     a.slotMapping = slots.d();
     a.cache = cache.ref();
     if (c.sig.op == Opcode::RopeCacheUpdate) {
@@ -154,7 +164,7 @@ struct Inputs {
 };
 
 struct Result {
-  std::vector<uint8_t> cache, kPe, q;
+  std::vector<uint8_t> cache, kPe, q, kv;
 };
 
 /// Runs the write through the library (kernel == null) or the generated
@@ -189,6 +199,7 @@ std::pair<Status, Result> attempt(CudaDevice *dev, const Case &c, Inputs &in,
   EXPECT_TRUE(cache->readBytes(0, r.cache.data(), r.cache.size()).ok());
   r.kPe = in.kPe.down(dev);
   r.q = in.q.down(dev);
+  r.kv = in.kv.down(dev);
   return {s, r};
 }
 
@@ -259,6 +270,48 @@ TEST(CudaCodegen, MatchesTheLibraryBitForBit) {
     EXPECT_TRUE(lib.q == gen.q) << "rotated q_pe differs";
     // The write did something: rows with a valid slot changed.
     EXPECT_FALSE(gen.cache == in.cacheInit);
+  }
+}
+
+// The artifact lowering rotates k_pe where it lies in the kv_a projection:
+// a [T, 64] view with row stride 576. Generated and library kernels must
+// write the cache and q_pe exactly as with a contiguous copy of k_pe, rotate
+// those 64 columns like the copy, and leave the latent columns alone.
+TEST(CudaCodegen, KPeAsAViewOfTheKvRowsMatchesACopy) {
+  REQUIRE_FIXTURE();
+  for (const CodegenSignature &sig : signatures()) {
+    if (sig.op != Opcode::RopeCacheUpdate)
+      continue;
+    for (auto [T, N] : {std::pair<int64_t, int64_t>{7, 5}, {64, 64},
+                        {1100, 700}}) {
+      const Case c{sig, T, N, sig.rotatesQ ? 16 : 0};
+      SCOPED_TRACE(codegenKernelName(c.sig) + " T=" + std::to_string(T));
+      const CodegenKernel *k = findKernel(*art, c.sig);
+      ASSERT_NE(k, nullptr);
+      Inputs in(dev, c);
+      for (int64_t t = 0; t < T; ++t) // the copy the lowering no longer makes
+        std::memcpy(in.kPe.host.data() + t * 64 * 2,
+                    in.kv.host.data() + (t * 576 + 512) * 2, 64 * 2);
+      const Result copied = run(dev, c, in, art, k);
+      in.kPeInKv = true;
+      const Result gen = run(dev, c, in, art, k);
+      const Result lib = run(dev, c, in, art, nullptr);
+      ASSERT_FALSE(copied.cache == in.cacheInit);
+      EXPECT_TRUE(gen.cache == copied.cache) << "cache bytes differ";
+      EXPECT_TRUE(lib.cache == copied.cache) << "cache bytes differ (library)";
+      EXPECT_TRUE(gen.q == copied.q) << "rotated q_pe differs";
+      EXPECT_TRUE(gen.kv == lib.kv) << "kv rows differ (library)";
+      int64_t badRows = 0;
+      for (int64_t t = 0; t < T; ++t) {
+        const uint8_t *row = gen.kv.data() + t * 576 * 2;
+        badRows += std::memcmp(row, in.kv.host.data() + t * 576 * 2,
+                               512 * 2) != 0 ||
+                   std::memcmp(row + 512 * 2,
+                               copied.kPe.data() + t * 64 * 2, 64 * 2) != 0;
+      }
+      EXPECT_EQ(badRows, 0) << "latent columns changed or k_pe columns not "
+                               "rotated like the copy";
+    }
   }
 }
 
