@@ -5,6 +5,8 @@
 #   mla-translate  the optimized IR as a runtime artifact
 #   mla-run        3 decode steps over a paged cache with 100 tokens of context,
 #                  checked against the same layer compiled without optimizations
+#                  and against a float64 non-absorbed reference (outputs layer
+#                  by layer, and the rows each step wrote into the cache)
 #   scripts/run-layer.sh [BUILD_DIR] [extra mla-gen options, e.g. --layers=27]
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -17,7 +19,8 @@ trap 'rm -rf "$work"' EXIT
 bash "$root/scripts/build.sh" "$build" >/dev/null
 
 "$bin/mla-gen" --model=deepseek-v2-lite --layers=1 --batch=8 \
-  --max-blocks-per-seq=4 --max-position=1024 "$@" -o "$work/step.mlir"
+  --max-blocks-per-seq=4 --max-position=1024 --layer-outputs "$@" \
+  -o "$work/step.mlir"
 "$bin/mla-opt" "$work/step.mlir" -mla-decode-pipeline -o "$work/step.opt.mlir"
 echo "== optimized IR (mla ops) =="
 sed -nE 's/^ *(%[^=]*= )?((mla|arith)\.[a-z_]+).*/  \2/p' "$work/step.opt.mlir"
@@ -27,4 +30,4 @@ sed -nE 's/^ *(%[^=]*= )?((mla|arith)\.[a-z_]+).*/  \2/p' "$work/step.opt.mlir"
   "$bin/mla-translate" --mla-to-artifact -o "$work/reference.mlaa"
 echo "== mla-run on the CPU =="
 "$bin/mla-run" "$work/step.mlaa" --reference "$work/reference.mlaa" \
-  --steps 3 --context 100
+  --naive --softmax-scale 0.1147214 --steps 3 --context 100
