@@ -25,6 +25,7 @@
 #include "NaiveReference.h"
 #include "NaiveReport.h"
 #include "NpyIO.h"
+#include "StepHarness.h"
 
 #ifdef MLA_RUN_HAVE_CUDA
 #include "mlart/CudaDevice.h"
@@ -161,419 +162,25 @@ bool parseOptions(int argc, char **argv, Options &o) {
          o.sharedPrefix >= 0;
 }
 
+using mlarun::DeviceTensor;
+using mlarun::Harness;
+using mlarun::HarnessOptions;
+
+HarnessOptions harnessOptions(const Options &o) {
+  HarnessOptions h;
+  h.seed = o.seed;
+  h.steps = o.steps;
+  h.context = o.context;
+  h.inputs = o.inputs;
+  h.sharedPrefix = o.sharedPrefix;
+  h.dummySlots = o.dummySlots;
+  return h;
+}
+
 int fail(const std::string &what, const Status &status) {
   std::fprintf(stderr, "mla-run: %s: %s\n", what.c_str(),
                status.toString().c_str());
   return 1;
-}
-
-/// One device allocation holding a host-initialised tensor.
-struct DeviceTensor {
-  BufferDecl decl;
-  Buffer buffer;
-  std::vector<uint8_t> host;
-
-  TensorRef ref() const {
-    TensorRef t;
-    t.data = buffer.data();
-    t.dtype = decl.dtype;
-    t.rank = decl.rank;
-    int64_t stride = 1;
-    for (int d = decl.rank - 1; d >= 0; --d) {
-      t.sizes[d] = decl.sizes[d];
-      t.strides[d] = stride;
-      stride *= decl.sizes[d];
-    }
-    return t;
-  }
-};
-
-/// The serving situation one artifact runs in.
-class Harness {
-public:
-  Harness(Device &device, const Options &options)
-      : device_(device), options_(options), rng_(options.seed) {}
-
-  Status setUp(const Artifact &artifact);
-  /// Fills step metadata and activations for step `step`.
-  Status prepareStep(int step);
-  Status finishStep();
-  /// Binds everything to `executor` using `caches`.
-  Status bind(Executor &executor, std::vector<KVCache> &caches);
-  /// Fresh caches with the same bytes as the harness's initial caches.
-  StatusOr<std::vector<KVCache>> cloneCaches() const;
-
-  std::vector<KVCache> &caches() { return caches_; }
-  const Artifact &artifact() const { return *artifact_; }
-  /// The artifact is a prefill step (it has query_start_loc).
-  bool isPrefill() const { return prefill_; }
-  std::map<std::string, DeviceTensor> &tensors() { return tensors_; }
-  /// Takes over `prefill`'s caches, block manager and requests (whose
-  /// prompts are committed) to run `artifact`, a decode step, next; weights
-  /// of the same name and shape keep the prefill's values.
-  Status continueFrom(Harness &prefill, const Artifact &artifact,
-                      int64_t steps);
-  /// Full blocks the prefix cache found for prompts so far.
-  int64_t prefixHitBlocks() const {
-    return blocks_ ? blocks_->stats().hitTokens / blocks_->blockSize() : 0;
-  }
-
-private:
-  void fillRandom(DeviceTensor &t, float scale, float mean = 0.0f);
-  Status upload(DeviceTensor &t) {
-    return device_.copyHostToDevice(t.buffer.data(), t.host.data(),
-                                    t.host.size());
-  }
-  template <typename T> T *hostAs(const std::string &name) {
-    return reinterpret_cast<T *>(tensors_.at(name).host.data());
-  }
-  bool has(const std::string &name) const { return tensors_.count(name); }
-
-  Device &device_;
-  const Options &options_;
-  std::mt19937_64 rng_;
-  const Artifact *artifact_ = nullptr;
-  std::map<std::string, DeviceTensor> tensors_;
-  std::vector<KVCache> caches_;
-  std::unique_ptr<BlockManager> blocks_;
-  int64_t requests_ = 0, tokens_ = 0, maxBlocks_ = 0;
-  bool prefill_ = false;
-  /// --input data by buffer name, checked against the declarations.
-  std::map<std::string, std::vector<uint8_t>> bound_;
-  Status loadBoundInputs();
-  void applyBound(DeviceTensor &t, const std::string &name) {
-    auto it = bound_.find(name);
-    if (it != bound_.end())
-      t.host = it->second;
-  }
-  Status allocateTensors(const Artifact &artifact);
-  Status readShapes();
-};
-
-Status Harness::loadBoundInputs() {
-  for (const auto &[name, path] : options_.inputs) {
-    auto it = tensors_.find(name);
-    if (it == tensors_.end())
-      return invalidArgument("--input " + name + ": the artifact has no "
-                             "buffer named '" + name + "'");
-    const BufferDecl &decl = it->second.decl;
-    if (decl.role == BufferRole::StepMetadata || decl.role == BufferRole::Output)
-      return invalidArgument("--input " + name + ": '" + name + "' is " +
-                             bufferRoleName(decl.role) +
-                             " (mla-run computes it); only inputs and "
-                             "weights can be bound");
-    StatusOr<mlarun::NpyArray> array = mlarun::readNpy(path);
-    if (!array.ok())
-      return Status(array.status().code(),
-                    "--input " + name + ": " + array.status().message());
-    if (Status s = mlarun::checkNpyMatches(array.value(), decl.dtype,
-                                           decl.sizes, decl.rank);
-        !s.ok())
-      return invalidArgument("--input " + name + "=" + path + ": " +
-                             s.message());
-    bound_[name] = std::move(array.value().data);
-  }
-  return Status::success();
-}
-
-Status Harness::allocateTensors(const Artifact &artifact) {
-  artifact_ = &artifact;
-  for (const BufferDecl &decl : artifact.buffers()) {
-    DeviceTensor t;
-    t.decl = decl;
-    t.host.assign(size_t(decl.sizeBytes()), 0);
-    MLART_ASSIGN_OR_RETURN(t.buffer, device_.allocate(t.host.size()));
-    tensors_.emplace(decl.name, std::move(t));
-  }
-  return readShapes();
-}
-
-Status Harness::readShapes() {
-  for (const char *needed : {"slot_mapping", "positions", "block_table",
-                             "seq_lens"})
-    if (!has(needed))
-      return invalidArgument(std::string("the artifact has no buffer named '") +
-                             needed + "' (name step data with mla.name)");
-  prefill_ = has("query_start_loc");
-  tokens_ = tensors_.at("slot_mapping").decl.sizes[0];
-  requests_ = tensors_.at("block_table").decl.sizes[0];
-  maxBlocks_ = tensors_.at("block_table").decl.sizes[1];
-  if (!prefill_ && tokens_ != requests_)
-    return invalidArgument("a decode step has one token a request");
-  if (artifact_->caches().empty())
-    return invalidArgument("the artifact declares no cache");
-  return Status::success();
-}
-
-Status Harness::continueFrom(Harness &prefill, const Artifact &artifact,
-                             int64_t steps) {
-  MLART_RETURN_IF_ERROR(allocateTensors(artifact));
-  if (prefill_)
-    return invalidArgument("--decode-artifact: the artifact is a prefill "
-                           "step (it has query_start_loc); give a decode step");
-  if (requests_ != prefill.requests_)
-    return invalidArgument(
-        "--decode-artifact: the decode step's batch (" +
-        std::to_string(requests_) + ") must equal the prefill's request "
-        "count (" + std::to_string(prefill.requests_) + ")");
-  if (artifact.caches().size() != prefill.caches_.size())
-    return invalidArgument("--decode-artifact: the decode step has " +
-                           std::to_string(artifact.caches().size()) +
-                           " caches, the prefill step " +
-                           std::to_string(prefill.caches_.size()));
-  caches_ = std::move(prefill.caches_);
-  blocks_ = std::move(prefill.blocks_);
-  for (int64_t r = 0; r < requests_; ++r) {
-    MLART_ASSIGN_OR_RETURN(int64_t n, blocks_->numTokens(r));
-    if (n + steps > maxBlocks_ * blocks_->blockSize())
-      return invalidArgument(
-          "--decode-artifact: request " + std::to_string(r) + " has " +
-          std::to_string(n) + " tokens; " + std::to_string(steps) +
-          " decode steps exceed the decode block table's capacity of " +
-          std::to_string(maxBlocks_ * blocks_->blockSize()));
-  }
-  for (auto &[name, t] : tensors_) {
-    if (t.decl.role != BufferRole::Weight)
-      continue;
-    auto it = prefill.tensors_.find(name);
-    if (it == prefill.tensors_.end() || it->second.decl.dtype != t.decl.dtype ||
-        it->second.host.size() != t.host.size())
-      return invalidArgument("--decode-artifact: weight '" + name +
-                             "' is not in the prefill step with the same "
-                             "dtype and shape");
-    t.host = it->second.host;
-    MLART_RETURN_IF_ERROR(upload(t));
-  }
-  rng_ = prefill.rng_;
-  return device_.synchronize();
-}
-
-void Harness::fillRandom(DeviceTensor &t, float scale, float mean) {
-  // Uniform on [-sqrt(3), sqrt(3)] (unit variance) from splitmix64: a whole
-  // model's weights are hundreds of millions of values, and this is ~30x
-  // faster than std::normal_distribution.
-  uint64_t state = rng_();
-  const float unit = std::sqrt(3.0f) / float(1u << 23);
-  int64_t n = t.decl.numElements();
-  for (int64_t i = 0; i < n; ++i) {
-    uint64_t z = (state += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    z ^= z >> 31;
-    float u = float(int32_t(z >> 40) - (1 << 23)) * unit;
-    storeFromFloat(t.host.data(), t.decl.dtype, size_t(i), mean + scale * u);
-  }
-}
-
-Status Harness::setUp(const Artifact &artifact) {
-  MLART_RETURN_IF_ERROR(allocateTensors(artifact));
-  MLART_RETURN_IF_ERROR(loadBoundInputs());
-  int64_t blockSize = artifact.caches()[0].desc.blockSize;
-  int64_t perRequest = prefill_ ? (tokens_ + requests_ - 1) / requests_ : 1;
-  int64_t needed = options_.context + perRequest * options_.steps;
-  if (needed > maxBlocks_ * blockSize)
-    return invalidArgument("context + steps (" + std::to_string(needed) +
-                           " tokens) exceed the block table's capacity of " +
-                           std::to_string(maxBlocks_ * blockSize));
-
-  // Weights and other inputs: fixed for the whole run.
-  for (auto &[name, t] : tensors_) {
-    if (t.decl.role == BufferRole::Weight) {
-      if (name.find("cos_sin") != std::string::npos && t.decl.rank == 2) {
-        // A real rotary table, base 10000: cos then sin halves.
-        int64_t rows = t.decl.sizes[0], rope = t.decl.sizes[1];
-        for (int64_t p = 0; p < rows; ++p)
-          for (int64_t i = 0; i < rope / 2; ++i) {
-            double freq = std::pow(10000.0, -2.0 * double(i) / double(rope));
-            storeFromFloat(t.host.data(), t.decl.dtype, size_t(p * rope + i),
-                           float(std::cos(double(p) * freq)));
-            storeFromFloat(t.host.data(), t.decl.dtype,
-                           size_t(p * rope + rope / 2 + i),
-                           float(std::sin(double(p) * freq)));
-          }
-      } else if (name.find("norm") != std::string::npos || t.decl.rank == 1) {
-        fillRandom(t, 0.1f, 1.0f);
-      } else {
-        // Keep activations O(1): scale by 1/sqrt(fan-in).
-        int64_t fanIn = t.decl.rank == 3 ? t.decl.sizes[1]
-                                         : t.decl.sizes[t.decl.rank - 1];
-        fillRandom(t, 1.0f / std::sqrt(float(std::max<int64_t>(fanIn, 1))));
-      }
-      applyBound(t, name);
-      MLART_RETURN_IF_ERROR(upload(t));
-    }
-  }
-
-  // Caches and the block manager that hands out their slots.
-  int64_t numBlocks = requests_ * maxBlocks_ + 1;
-  for (const CacheDecl &decl : artifact.caches()) {
-    KVCacheDesc desc = decl.desc;
-    if (desc.numBlocks == 0)
-      desc.numBlocks = numBlocks;
-    if (desc.numBlocks < numBlocks)
-      return invalidArgument("cache '" + decl.name + "' has too few blocks");
-    MLART_ASSIGN_OR_RETURN(KVCache cache,
-                           KVCache::create(device_, desc, 0.05f));
-    caches_.push_back(std::move(cache));
-  }
-  BlockManagerConfig config;
-  config.numBlocks = caches_[0].desc().numBlocks;
-  config.blockSize = blockSize;
-  MLART_ASSIGN_OR_RETURN(BlockManager manager, BlockManager::create(config));
-  blocks_ = std::make_unique<BlockManager>(std::move(manager));
-
-  // Earlier context: each request's prompt is already in every cache. With
-  // --shared-prefix the prompts start alike; each request is added after the
-  // previous one is committed, so its prefix hits the previous one's blocks
-  // and only the rest of its prompt is written.
-  std::uniform_int_distribution<int32_t> token(1, 100000);
-  std::vector<int32_t> shared(size_t(std::min(options_.sharedPrefix,
-                                              options_.context)));
-  for (int32_t &id : shared)
-    id = token(rng_);
-  auto writeContext = [&](const std::vector<ScheduledChunk> &chunks,
-                          int64_t contextTokens) -> Status {
-    if (contextTokens == 0)
-      return Status::success();
-    MLART_ASSIGN_OR_RETURN(std::vector<int64_t> slots,
-                           blocks_->buildSlotMapping(chunks, contextTokens));
-    for (KVCache &cache : caches_) {
-      const KVCacheDesc &d = cache.desc();
-      DType inType = d.layout == CacheLayout::Plain ? d.dtype : DType::BF16;
-      DeviceTensor kvC, kPe, slotBuf;
-      kvC.decl.dtype = kPe.decl.dtype = inType;
-      kvC.decl.rank = kPe.decl.rank = 2;
-      kvC.decl.sizes[0] = kPe.decl.sizes[0] = contextTokens;
-      kvC.decl.sizes[1] = d.latentRank;
-      kPe.decl.sizes[1] = d.ropeDim;
-      slotBuf.decl.dtype = DType::I64;
-      slotBuf.decl.rank = 1;
-      slotBuf.decl.sizes[0] = contextTokens;
-      for (DeviceTensor *t : {&kvC, &kPe, &slotBuf}) {
-        t->host.assign(size_t(t->decl.sizeBytes()), 0);
-        MLART_ASSIGN_OR_RETURN(t->buffer, device_.allocate(t->host.size()));
-      }
-      fillRandom(kvC, 1.0f);
-      fillRandom(kPe, 1.0f);
-      std::memcpy(slotBuf.host.data(), slots.data(), slotBuf.host.size());
-      for (DeviceTensor *t : {&kvC, &kPe, &slotBuf})
-        MLART_RETURN_IF_ERROR(upload(*t));
-      CacheUpdateArgs args{kvC.ref(), kPe.ref(), slotBuf.ref(), cache.ref()};
-      MLART_RETURN_IF_ERROR(device_.kernels().cacheUpdate(args, nullptr));
-    }
-    return device_.synchronize();
-  };
-  std::vector<ScheduledChunk> chunks;
-  int64_t contextTokens = 0;
-  for (int64_t r = 0; r < requests_; ++r) {
-    std::vector<int32_t> prompt(size_t(options_.context));
-    for (size_t i = 0; i < prompt.size(); ++i)
-      prompt[i] = i < shared.size() ? shared[i] : token(rng_);
-    MLART_ASSIGN_OR_RETURN(
-        int64_t hit, blocks_->addRequest(r, options_.context > 0
-                                                ? prompt.data()
-                                                : nullptr,
-                                         options_.context));
-    if (options_.context > 0) {
-      chunks.push_back({r, hit, options_.context - hit});
-      contextTokens += options_.context - hit;
-    }
-    if (!shared.empty()) {
-      MLART_RETURN_IF_ERROR(writeContext(chunks, contextTokens));
-      MLART_RETURN_IF_ERROR(blocks_->commitComputed(r, options_.context));
-      chunks.clear();
-      contextTokens = 0;
-    }
-  }
-  if (shared.empty()) {
-    MLART_RETURN_IF_ERROR(writeContext(chunks, contextTokens));
-    if (options_.context > 0)
-      for (int64_t r = 0; r < requests_; ++r)
-        MLART_RETURN_IF_ERROR(blocks_->commitComputed(r, options_.context));
-  }
-  return device_.synchronize();
-}
-
-Status Harness::prepareStep(int step) {
-  (void)step;
-  std::uniform_int_distribution<int32_t> token(1, 100000);
-  std::vector<ScheduledChunk> chunks;
-  int64_t *positions = hostAs<int64_t>("positions");
-  int32_t *seqLens = hostAs<int32_t>("seq_lens");
-  int32_t *qsl = prefill_ ? hostAs<int32_t>("query_start_loc") : nullptr;
-  int64_t next = 0;
-  for (int64_t r = 0; r < requests_; ++r) {
-    int64_t count = prefill_ ? tokens_ / requests_ +
-                                   (r < tokens_ % requests_ ? 1 : 0)
-                             : 1;
-    MLART_ASSIGN_OR_RETURN(int64_t start, blocks_->numTokens(r));
-    std::vector<int32_t> newTokens(static_cast<size_t>(count));
-    for (int32_t &id : newTokens)
-      id = token(rng_);
-    MLART_RETURN_IF_ERROR(blocks_->appendTokens(r, newTokens.data(), count));
-    chunks.push_back({r, start, count});
-    if (qsl)
-      qsl[r] = int32_t(next);
-    for (int64_t i = 0; i < count; ++i)
-      positions[next + i] = start + i;
-    next += count;
-    seqLens[r] = int32_t(start + count);
-  }
-  if (qsl)
-    qsl[requests_] = int32_t(next);
-  MLART_RETURN_IF_ERROR(blocks_->buildSlotMapping(
-      chunks.data(), int64_t(chunks.size()), tokens_,
-      hostAs<int64_t>("slot_mapping")));
-  if (options_.dummySlots)
-    std::fill_n(hostAs<int64_t>("slot_mapping"), tokens_, int64_t(-1));
-  std::vector<RequestId> ids;
-  for (int64_t r = 0; r < requests_; ++r)
-    ids.push_back(r);
-  MLART_RETURN_IF_ERROR(blocks_->buildBlockTable(
-      ids.data(), requests_, maxBlocks_, hostAs<int32_t>("block_table")));
-  for (auto &[name, t] : tensors_) {
-    if (t.decl.role == BufferRole::Input) {
-      fillRandom(t, 1.0f);
-      applyBound(t, name);
-    }
-    if (t.decl.role == BufferRole::Input ||
-        t.decl.role == BufferRole::StepMetadata)
-      MLART_RETURN_IF_ERROR(upload(t));
-    if (t.decl.role == BufferRole::Output)
-      MLART_RETURN_IF_ERROR(device_.memset(t.buffer.data(), 0xff,
-                                           t.buffer.size())); // poison
-  }
-  return device_.synchronize();
-}
-
-Status Harness::finishStep() {
-  for (int64_t r = 0; r < requests_; ++r) {
-    MLART_ASSIGN_OR_RETURN(int64_t n, blocks_->numTokens(r));
-    MLART_RETURN_IF_ERROR(blocks_->commitComputed(r, n));
-  }
-  return Status::success();
-}
-
-Status Harness::bind(Executor &executor, std::vector<KVCache> &caches) {
-  for (auto &[name, t] : tensors_)
-    MLART_RETURN_IF_ERROR(executor.bind(name, t.ref()));
-  for (size_t i = 0; i < caches.size(); ++i)
-    MLART_RETURN_IF_ERROR(
-        executor.bindCache(artifact_->caches()[i].name, caches[i]));
-  return Status::success();
-}
-
-StatusOr<std::vector<KVCache>> Harness::cloneCaches() const {
-  std::vector<KVCache> copies;
-  for (const KVCache &cache : caches_) {
-    MLART_ASSIGN_OR_RETURN(KVCache copy,
-                           KVCache::create(device_, cache.desc(),
-                                           cache.scale()));
-    MLART_RETURN_IF_ERROR(device_.copyDeviceToDevice(
-        copy.data(), cache.data(), cache.sizeBytes()));
-    copies.push_back(std::move(copy));
-  }
-  return copies;
 }
 
 /// Reads an output to host floats.
@@ -706,7 +313,7 @@ int runDecodePhase(Device &device, const Options &options, Harness &prefill,
   StatusOr<Artifact> artifact = Artifact::loadFile(options.decodeArtifact);
   if (!artifact.ok())
     return fail("loading " + options.decodeArtifact, artifact.status());
-  Harness harness(device, options);
+  Harness harness(device, harnessOptions(options));
   if (Status s = harness.continueFrom(prefill, artifact.value(),
                                       options.decodeSteps);
       !s.ok())
@@ -796,7 +403,7 @@ int main(int argc, char **argv) {
   StatusOr<Artifact> artifact = Artifact::loadFile(options.artifact);
   if (!artifact.ok())
     return fail("loading " + options.artifact, artifact.status());
-  Harness harness(*device, options);
+  Harness harness(*device, harnessOptions(options));
   if (Status s = harness.setUp(artifact.value()); !s.ok())
     return fail("setting up the step", s);
 
