@@ -1,5 +1,5 @@
 //===- CApiExecutorTest.cpp - Artifacts and the executor through mlart.h --===//
-#include "mlart/ArtifactWriter.h"
+#include "CApiTestUtil.h"
 #include "mlart/mlart.h"
 
 #include <gtest/gtest.h>
@@ -13,15 +13,8 @@
 namespace {
 
 using namespace mlart;
+using capitest::CStatus;
 
-/// Frees a status at scope exit and exposes its code and message.
-struct CStatus {
-  mlart_status s;
-  explicit CStatus(mlart_status s) : s(s) {}
-  ~CStatus() { mlart_status_free(s); }
-  mlart_status_code code() const { return mlart_status_get_code(s); }
-  std::string message() const { return mlart_status_message(s); }
-};
 
 constexpr int64_t kT = 3, kLatent = 8, kRope = 4, kRow = kLatent + kRope;
 
@@ -36,34 +29,8 @@ mlart_kv_cache_desc cDesc() {
   return d;
 }
 
-/// out = a + b, then the rows of out become cache rows at `slots`.
 std::vector<uint8_t> program() {
-  ArtifactWriter w("capi");
-  const uint32_t a =
-      w.addBuffer("a", BufferRole::Input, DType::F32, {kT, kRow});
-  const uint32_t b =
-      w.addBuffer("b", BufferRole::Input, DType::F32, {kT, kRow});
-  const uint32_t out =
-      w.addBuffer("out", BufferRole::Output, DType::F32, {kT, kRow});
-  const uint32_t slots =
-      w.addBuffer("slots", BufferRole::StepMetadata, DType::I64, {kT});
-  KVCacheDesc d;
-  d.numBlocks = 2;
-  d.blockSize = 4;
-  d.latentRank = kLatent;
-  d.ropeDim = kRope;
-  d.dtype = DType::F32;
-  const uint32_t cache = w.addCache("cache", d);
-  const uint32_t outV = w.bufferView(out);
-  w.add(w.bufferView(a), w.bufferView(b), outV, "sum");
-  const uint32_t kvC =
-      w.bufferView(out, 0, DType::F32, {kT, kLatent}, {kRow, 1});
-  const uint32_t kPe =
-      w.bufferView(out, kLatent * 4, DType::F32, {kT, kRope}, {kRow, 1});
-  w.cacheUpdate(cache, kvC, kPe, w.bufferView(slots), "write");
-  StatusOr<std::vector<uint8_t>> bytes = w.finish();
-  EXPECT_TRUE(bytes.ok()) << bytes.status().toString();
-  return *bytes;
+  return capitest::addAndCacheProgram("capi", kT, kLatent, kRope);
 }
 
 void onTiming(void *user, int64_t index, const char *opcode,

@@ -4,6 +4,7 @@
 // mlart_device_create_cuda must answer Unavailable here on any machine.
 //
 //===----------------------------------------------------------------------===//
+#include "CApiTestUtil.h"
 #include "mlart/mlart.h"
 
 #include <gtest/gtest.h>
@@ -15,19 +16,7 @@
 
 namespace {
 
-/// Frees a status at scope exit and exposes its code and message.
-struct CStatus {
-  mlart_status s;
-  explicit CStatus(mlart_status s) : s(s) {}
-  ~CStatus() { mlart_status_free(s); }
-  CStatus(const CStatus &) = delete;
-  CStatus &operator=(const CStatus &) = delete;
-  mlart_status_code code() const { return mlart_status_get_code(s); }
-  std::string message() const { return mlart_status_message(s); }
-  bool mentions(const char *text) const {
-    return message().find(text) != std::string::npos;
-  }
-};
+using mlart::capitest::CStatus;
 
 TEST(CApiCudaProvider, UnavailableWithoutTheCudaBackend) {
   // A stale pointer must be cleared, not left for the caller to destroy.

@@ -8,7 +8,7 @@
 // mlart_capi_nocuda's: that proves which provider the link picked.
 //
 //===----------------------------------------------------------------------===//
-#include "mlart/ArtifactWriter.h"
+#include "CApiTestUtil.h"
 #include "mlart/DType.h"
 #include "mlart/mlart.h"
 
@@ -26,19 +26,7 @@ namespace {
 
 using namespace mlart;
 
-/// Frees a status at scope exit and exposes its code and message.
-struct CStatus {
-  mlart_status s;
-  explicit CStatus(mlart_status s) : s(s) {}
-  ~CStatus() { mlart_status_free(s); }
-  CStatus(const CStatus &) = delete;
-  CStatus &operator=(const CStatus &) = delete;
-  mlart_status_code code() const { return mlart_status_get_code(s); }
-  std::string message() const { return mlart_status_message(s); }
-  bool mentions(const char *text) const {
-    return message().find(text) != std::string::npos;
-  }
-};
+using capitest::CStatus;
 
 #define ASSERT_C_OK(call)                                                      \
   do {                                                                         \
@@ -373,33 +361,9 @@ TEST(CApiCuda, CacheUpdateAndRmsNormMatchTheCpuDevice) {
 
 constexpr int64_t kT = 5, kRow = 24, kLatentSmall = 16;
 
-/// out = a + b; its rows then go to the cache at `slots`.
 std::vector<uint8_t> addAndCacheProgram() {
-  ArtifactWriter wr("capi-cuda");
-  const uint32_t a =
-      wr.addBuffer("a", BufferRole::Input, DType::F32, {kT, kRow});
-  const uint32_t b =
-      wr.addBuffer("b", BufferRole::Input, DType::F32, {kT, kRow});
-  const uint32_t out =
-      wr.addBuffer("out", BufferRole::Output, DType::F32, {kT, kRow});
-  const uint32_t slots =
-      wr.addBuffer("slots", BufferRole::StepMetadata, DType::I64, {kT});
-  KVCacheDesc d;
-  d.numBlocks = 2;
-  d.blockSize = 4;
-  d.latentRank = kLatentSmall;
-  d.ropeDim = kRow - kLatentSmall;
-  d.dtype = DType::F32;
-  const uint32_t cache = wr.addCache("cache", d);
-  wr.add(wr.bufferView(a), wr.bufferView(b), wr.bufferView(out), "sum");
-  const uint32_t kvC =
-      wr.bufferView(out, 0, DType::F32, {kT, kLatentSmall}, {kRow, 1});
-  const uint32_t kPe = wr.bufferView(out, kLatentSmall * 4, DType::F32,
-                                     {kT, kRow - kLatentSmall}, {kRow, 1});
-  wr.cacheUpdate(cache, kvC, kPe, wr.bufferView(slots), "write");
-  StatusOr<std::vector<uint8_t>> bytes = wr.finish();
-  EXPECT_TRUE(bytes.ok()) << bytes.status().toString();
-  return bytes.ok() ? *bytes : std::vector<uint8_t>();
+  return capitest::addAndCacheProgram("capi-cuda", kT, kLatentSmall,
+                                      kRow - kLatentSmall);
 }
 
 /// Frees an executor and a cache at scope exit (before their buffers).
