@@ -1,5 +1,6 @@
 //===- CodegenModules.cu - Loads and launches compiler-generated kernels --===//
 #include "cuda/CodegenModules.h"
+#include "cuda/DriverEntryPoints.h"
 
 #include "cpu/CacheWrite.h"
 #include "cpu/IndexAccess.h"
@@ -24,35 +25,20 @@ struct Driver {
   Status status = Status::success();
 };
 
-template <typename Fn>
-Status resolve(const char *symbol, Fn &fn) {
-  void *p = nullptr;
-  cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
-  // 12000: the ABI of these entry points since CUDA 12.0.
-  MLART_CUDA_CHECK(
-      cudaGetDriverEntryPointByVersion(symbol, &p, 12000, cudaEnableDefault, &q),
-      std::string("cudaGetDriverEntryPointByVersion(") + symbol + ")");
-  if (q != cudaDriverEntryPointSuccess || !p)
-    return unavailable(std::string("cuda: the driver has no entry point ") +
-                       symbol);
-  fn = reinterpret_cast<Fn>(p);
-  return Status::success();
-}
-
 const Driver &driver() {
   static const Driver d = [] {
     Driver r;
-    Status s = resolve("cuModuleLoadDataEx", r.moduleLoadDataEx);
+    Status s = resolveDriverEntryPoint("cuModuleLoadDataEx", r.moduleLoadDataEx);
     if (s.ok())
-      s = resolve("cuModuleGetFunction", r.moduleGetFunction);
+      s = resolveDriverEntryPoint("cuModuleGetFunction", r.moduleGetFunction);
     if (s.ok())
-      s = resolve("cuModuleUnload", r.moduleUnload);
+      s = resolveDriverEntryPoint("cuModuleUnload", r.moduleUnload);
     if (s.ok())
-      s = resolve("cuLaunchKernel", r.launchKernel);
+      s = resolveDriverEntryPoint("cuLaunchKernel", r.launchKernel);
     if (s.ok())
-      s = resolve("cuGetErrorName", r.getErrorName);
+      s = resolveDriverEntryPoint("cuGetErrorName", r.getErrorName);
     if (s.ok())
-      s = resolve("cuGetErrorString", r.getErrorString);
+      s = resolveDriverEntryPoint("cuGetErrorString", r.getErrorString);
     r.status = s;
     return r;
   }();

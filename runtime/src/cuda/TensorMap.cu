@@ -1,6 +1,8 @@
 //===- TensorMap.cu - TMA descriptors built on the host -------------------===//
 #include "cuda/TensorMap.h"
 
+#include "cuda/DriverEntryPoints.h"
+
 namespace mlart::cuda {
 namespace {
 
@@ -13,26 +15,9 @@ struct EncodeFns {
 const EncodeFns &encodeFns() {
   static const EncodeFns fns = [] {
     EncodeFns r;
-    auto get = [](const char *symbol, void **fn) {
-      cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
-      // 12000: the ABI of these entry points since CUDA 12.0.
-      const cudaError_t e = cudaGetDriverEntryPointByVersion(
-          symbol, fn, 12000, cudaEnableDefault, &q);
-      if (e != cudaSuccess)
-        return cudaError(e, std::string("cudaGetDriverEntryPointByVersion(") +
-                                symbol + ")");
-      if (q != cudaDriverEntryPointSuccess || !*fn)
-        return unavailable(std::string("cuda: the driver has no entry point ") +
-                           symbol);
-      return Status::success();
-    };
-    void *encode = nullptr, *errorName = nullptr;
-    r.status = get("cuTensorMapEncodeTiled", &encode);
-    if (r.status.ok())
-      r.encodeTiled = reinterpret_cast<decltype(r.encodeTiled)>(encode);
+    r.status = resolveDriverEntryPoint("cuTensorMapEncodeTiled", r.encodeTiled);
     // Only for messages: its absence is no error.
-    if (get("cuGetErrorName", &errorName).ok())
-      r.getErrorName = reinterpret_cast<decltype(r.getErrorName)>(errorName);
+    (void)resolveDriverEntryPoint("cuGetErrorName", r.getErrorName);
     return r;
   }();
   return fns;
