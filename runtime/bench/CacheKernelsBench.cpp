@@ -57,13 +57,7 @@ struct Setup {
     positions.resize(static_cast<size_t>(tokens));
     for (auto &p : positions)
       p = int64_t(rng() % kMaxPos);
-    cosSin.resize(static_cast<size_t>(kMaxPos * kRope));
-    for (int64_t p = 0; p < kMaxPos; ++p)
-      for (int64_t i = 0; i < kRope / 2; ++i) {
-        const double a = double(p) * std::pow(10000.0, -2.0 * i / kRope);
-        cosSin[size_t(p * kRope + i)] = float(std::cos(a));
-        cosSin[size_t(p * kRope + kRope / 2 + i)] = float(std::sin(a));
-      }
+    cosSin = ropeCosSinTable(kMaxPos, kRope);
   }
 
   CacheUpdateArgs updateArgs() {

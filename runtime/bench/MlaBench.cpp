@@ -437,14 +437,7 @@ int main(int argc, char **argv) {
     for (auto &p : pos)
       p = int64_t(rng() % 8192);
     Buffer posB = upload(pos);
-    std::vector<float> cs(static_cast<size_t>(8192 * 64));
-    for (int64_t p = 0; p < 8192; ++p)
-      for (int i = 0; i < 32; ++i) {
-        const double f = p * std::pow(10000.0, -2.0 * i / 64.0);
-        cs[size_t(p * 64 + i)] = float(std::cos(f));
-        cs[size_t(p * 64 + 32 + i)] = float(std::sin(f));
-      }
-    Buffer csB = upload(cs);
+    Buffer csB = upload(ropeCosSinTable(8192, 64));
     Buffer q = randomBf16(size_t(4096) * 128 * 64, rng);
       for (int64_t T : {int64_t(1), int64_t(16), int64_t(256), int64_t(4096), int64_t(65536)}) {
       if (updateT && T != updateT)

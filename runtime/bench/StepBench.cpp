@@ -26,21 +26,6 @@ std::vector<uint8_t> randomHost(const BufferDecl &d, float scale, float mean,
   return host;
 }
 
-/// The packed row-major view of a declared buffer at `data`.
-TensorRef packed(void *data, const BufferDecl &d) {
-  TensorRef t;
-  t.data = data;
-  t.dtype = d.dtype;
-  t.rank = d.rank;
-  int64_t stride = 1;
-  for (int i = d.rank - 1; i >= 0; --i) {
-    t.sizes[i] = d.sizes[i];
-    t.strides[i] = stride;
-    stride *= d.sizes[i];
-  }
-  return t;
-}
-
 } // namespace
 
 StatusOr<std::unique_ptr<CompiledStep>>
@@ -109,14 +94,9 @@ Status CompiledStep::bindAll(Device &device, std::mt19937 &rng) {
       return invalidArgument("unknown step metadata '" + d.name + "'");
     } else if (nameHas(d.name, "cos_sin") && d.rank == 2) {
       host.resize(size_t(d.sizeBytes()));
-      const int64_t rope = d.sizes[1];
-      for (int64_t p = 0; p < d.sizes[0]; ++p)
-        for (int64_t i = 0; i < rope / 2; ++i) {
-          const double f = double(p) * std::pow(10000.0, -2.0 * double(i) / double(rope));
-          storeFromFloat(host.data(), d.dtype, size_t(p * rope + i), float(std::cos(f)));
-          storeFromFloat(host.data(), d.dtype, size_t(p * rope + rope / 2 + i),
-                         float(std::sin(f)));
-        }
+      const std::vector<float> table = ropeCosSinTable(d.sizes[0], d.sizes[1]);
+      for (size_t i = 0; i < table.size(); ++i)
+        storeFromFloat(host.data(), d.dtype, i, table[i]);
     } else if (d.role == BufferRole::Weight) {
       weightElems += double(d.numElements());
       if (nameHas(d.name, "norm") || d.rank == 1)
@@ -133,7 +113,7 @@ Status CompiledStep::bindAll(Device &device, std::mt19937 &rng) {
     MLART_ASSIGN_OR_RETURN(Buffer buf, device.allocate(host.size()));
     MLART_RETURN_IF_ERROR(
         device.copyHostToDevice(buf.data(), host.data(), host.size()));
-    MLART_RETURN_IF_ERROR(executor_->bind(d.name, packed(buf.data(), d)));
+    MLART_RETURN_IF_ERROR(executor_->bind(d.name, d.view(buf.data())));
     buffers_.push_back(std::move(buf));
   }
 

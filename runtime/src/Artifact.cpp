@@ -183,6 +183,20 @@ int64_t BufferDecl::sizeBytes() const {
   return numElements() * int64_t(dtypeSize(dtype));
 }
 
+TensorRef BufferDecl::view(void *data) const {
+  TensorRef t;
+  t.data = data;
+  t.dtype = dtype;
+  t.rank = rank;
+  int64_t stride = 1;
+  for (int d = rank - 1; d >= 0; --d) {
+    t.sizes[d] = sizes[d];
+    t.strides[d] = stride;
+    stride *= sizes[d];
+  }
+  return t;
+}
+
 TensorRef ViewDecl::resolve(void *baseAddress) const {
   TensorRef t;
   t.data = static_cast<uint8_t *>(baseAddress) + byteOffset;

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <string>
 #include <tuple>
 
@@ -126,3 +127,22 @@ TEST(Rope, RejectsMismatchedTables) {
 }
 
 } // namespace
+
+// The table layout the rope kernels read: cos halves then sin halves, the
+// first frequency is 1 and the last base^(-(rope-2)/rope).
+TEST(RopeCosSinTable, CosThenSinPerPosition) {
+  const int64_t maxPos = 300, rope = 8;
+  const std::vector<float> t = ropeCosSinTable(maxPos, rope, 10000.0);
+  ASSERT_EQ(t.size(), size_t(maxPos * rope));
+  for (int64_t i = 0; i < rope / 2; ++i) {
+    EXPECT_EQ(t[size_t(i)], 1.0f);
+    EXPECT_EQ(t[size_t(rope / 2 + i)], 0.0f);
+  }
+  for (int64_t p = 0; p < maxPos; ++p) {
+    EXPECT_FLOAT_EQ(t[size_t(p * rope)], float(std::cos(double(p))));
+    EXPECT_FLOAT_EQ(t[size_t(p * rope + rope / 2)], float(std::sin(double(p))));
+    const double last = double(p) * std::pow(10000.0, -6.0 / 8.0);
+    EXPECT_FLOAT_EQ(t[size_t(p * rope + 3)], float(std::cos(last)));
+    EXPECT_FLOAT_EQ(t[size_t(p * rope + 7)], float(std::sin(last)));
+  }
+}

@@ -142,16 +142,10 @@ Status Harness::setUp(const Artifact &artifact) {
     if (t.decl.role == BufferRole::Weight) {
       if (name.find("cos_sin") != std::string::npos && t.decl.rank == 2) {
         // A real rotary table, base 10000: cos then sin halves.
-        int64_t rows = t.decl.sizes[0], rope = t.decl.sizes[1];
-        for (int64_t p = 0; p < rows; ++p)
-          for (int64_t i = 0; i < rope / 2; ++i) {
-            double freq = std::pow(10000.0, -2.0 * double(i) / double(rope));
-            storeFromFloat(t.host.data(), t.decl.dtype, size_t(p * rope + i),
-                           float(std::cos(double(p) * freq)));
-            storeFromFloat(t.host.data(), t.decl.dtype,
-                           size_t(p * rope + rope / 2 + i),
-                           float(std::sin(double(p) * freq)));
-          }
+        const std::vector<float> table =
+            ropeCosSinTable(t.decl.sizes[0], t.decl.sizes[1]);
+        for (size_t i = 0; i < table.size(); ++i)
+          storeFromFloat(t.host.data(), t.decl.dtype, i, table[i]);
       } else if (name.find("norm") != std::string::npos || t.decl.rank == 1) {
         fillRandom(t, 0.1f, 1.0f);
       } else {

@@ -54,19 +54,7 @@ struct DeviceTensor {
   Buffer buffer;
   std::vector<uint8_t> host;
 
-  TensorRef ref() const {
-    TensorRef t;
-    t.data = buffer.data();
-    t.dtype = decl.dtype;
-    t.rank = decl.rank;
-    int64_t stride = 1;
-    for (int d = decl.rank - 1; d >= 0; --d) {
-      t.sizes[d] = decl.sizes[d];
-      t.strides[d] = stride;
-      stride *= decl.sizes[d];
-    }
-    return t;
-  }
+  TensorRef ref() const { return decl.view(buffer.data()); }
 };
 
 /// The serving situation one artifact runs in.

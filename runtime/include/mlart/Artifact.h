@@ -77,6 +77,9 @@ struct BufferDecl {
   int64_t numElements() const;
   /// numElements() * dtypeSize(dtype).
   int64_t sizeBytes() const;
+  /// The packed row-major view of this declaration at `data` (how the
+  /// executor expects a bound buffer).
+  TensorRef view(void *data) const;
 };
 
 /// A paged KV cache argument: bound by name to a cache of exactly this desc.

@@ -14,6 +14,8 @@
 #include "mlart/Status.h"
 #include "mlart/TensorRef.h"
 
+#include <vector>
+
 namespace mlart {
 
 /// Opaque per-device stream (cudaStream_t on CUDA, ignored on the CPU).
@@ -57,6 +59,12 @@ struct RopeArgs {
   TensorRef cosSin;
   RopeStyle style = RopeStyle::NeoX;
 };
+
+/// The cosSin table the rope kernels read, for positions [0, maxPos):
+/// row p holds cos(p·f_i) for i < rope/2, then sin(p·f_i), with the inverse
+/// frequencies f_i = base^(-2i/rope) (what an engine precomputes once).
+std::vector<float> ropeCosSinTable(int64_t maxPos, int64_t rope,
+                                   double base = 10000.0);
 
 /// Fused rope + cache update: rotates kPe (and qPe if present) by positions,
 /// then writes concat(kvC, rotated kPe) like CacheUpdateArgs. qPe [T, Hq, rope]
