@@ -21,7 +21,10 @@
 #include "cpu/RopeMath.h"
 #include "cpu/TensorAccess.h"
 
+#include <cooperative_groups.h>
+
 #include <cmath>
+#include <cstdlib>
 
 namespace mlart::cuda {
 namespace {
@@ -126,6 +129,81 @@ __global__ void validateKernel(WriteParams p) {
   const int verdict = atomicExch(&p.rec->validateBad, 0);
   atomicExch(&p.rec->validateDone, 0u);
   atomicExch(&p.rec->callFailed, verdict);
+}
+
+/// Large plain update without rope, bf16/f16 rows of kLc latent + kRc rope
+/// 16-byte units (the DeepSeek shapes: 64 + 8): validation and copy in ONE
+/// cooperative launch instead of a validation kernel plus a write kernel.
+/// Each thread loads its first kUnroll units (consecutive threads take
+/// consecutive units of a row, so loads and stores are coalesced; the unit's
+/// token is a division by a compile-time constant) while it scans its share
+/// of the slots; a grid barrier then gives every block the call's verdict
+/// and the preloaded units are stored, so the scan and the barrier hide
+/// behind the first wave of loads. The verdict lives in the device record
+/// (validateBad); the last block to have read it resets it, so no memset
+/// precedes a call.
+constexpr int kCoopUnroll = 4;
+
+template <int kLc, int kRc>
+__global__ void __launch_bounds__(kThreads)
+    plainUpdateCoopKernel(WriteParams p) {
+  constexpr uint32_t kChunks = kLc + kRc;
+  namespace cg = cooperative_groups;
+  const uint32_t total = uint32_t(p.T) * kChunks; // host: < 2^31
+  const uint32_t stride = gridDim.x * kThreads;
+  const uint32_t first = blockIdx.x * kThreads + threadIdx.x;
+  const uint4 *kv = reinterpret_cast<const uint4 *>(p.kvC);
+  const uint4 *kp = reinterpret_cast<const uint4 *>(p.kPe);
+  // Row strides in 16-byte units (the host checked 16-byte alignment).
+  const int64_t kvUnits = p.kvStride / 8, kpUnits = p.kpStride / 8;
+  uint4 *cache = reinterpret_cast<uint4 *>(p.cache);
+  auto load = [&](uint32_t u, uint4 &v, int64_t &dst) {
+    dst = -1;
+    if (u >= total)
+      return;
+    const uint32_t t = u / kChunks, c = u - t * kChunks;
+    const int64_t s = loadIdx(p.slots, p.slot64, p.slotStride, t);
+    v = c < uint32_t(kLc) ? kv[t * kvUnits + c] : kp[t * kpUnits + (c - kLc)];
+    // Validated, yet range-checked, so a racing misuse cannot write outside.
+    if (s >= 0 && s < p.numSlots)
+      dst = s * (kChunks) + c;
+  };
+  uint4 v[kCoopUnroll];
+  int64_t dst[kCoopUnroll];
+#pragma unroll
+  for (int i = 0; i < kCoopUnroll; ++i)
+    load(first + uint32_t(i) * stride, v[i], dst[i]);
+
+  __shared__ int verdict;
+  if (__syncthreads_or(scanBad(p, first, stride, true)) && threadIdx.x == 0)
+    atomicOr(&p.rec->validateBad, 1);
+  cg::this_grid().sync(); // every block's verdict is in validateBad
+  if (threadIdx.x == 0)
+    verdict = *reinterpret_cast<volatile int *>(&p.rec->validateBad);
+  __syncthreads(); // the whole block has the verdict before we count
+  if (threadIdx.x == 0) {
+    __threadfence();
+    if (atomicAdd(&p.rec->validateDone, 1u) == gridDim.x - 1) {
+      atomicExch(&p.rec->validateBad, 0);
+      atomicExch(&p.rec->validateDone, 0u);
+    }
+  }
+  if (verdict)
+    return;
+#pragma unroll
+  for (int i = 0; i < kCoopUnroll; ++i)
+    if (dst[i] >= 0)
+      cache[dst[i]] = v[i];
+  for (uint32_t base = first + kCoopUnroll * stride; base < total;
+       base += kCoopUnroll * stride) {
+#pragma unroll
+    for (int i = 0; i < kCoopUnroll; ++i)
+      load(base + uint32_t(i) * stride, v[i], dst[i]);
+#pragma unroll
+    for (int i = 0; i < kCoopUnroll; ++i)
+      if (dst[i] >= 0)
+        cache[dst[i]] = v[i];
+  }
 }
 
 __device__ __forceinline__ void rotatePair(uint8_t *row, int type, int64_t a,
@@ -606,6 +684,65 @@ Status launchWriteKernel(CudaContext &ctx, WriteParams &p, cudaStream_t stream) 
   return Status::success();
 }
 
+/// MLART_UPDATE_COOP=0 keeps large plain updates on the two-launch path
+/// (validation kernel + write kernel), for A/B timing.
+bool coopUpdateEnabled() {
+  static const bool on = [] {
+    const char *v = std::getenv("MLART_UPDATE_COOP");
+    return !(v && v[0] == '0');
+  }();
+  return on;
+}
+
+/// Runs a large plain bf16/f16 update (64 + 8 units a row, no rope, no q)
+/// as one cooperative launch (plainUpdateCoopKernel). Returns false, having
+/// launched nothing, when the call does not qualify.
+StatusOr<bool> tryCoopUpdate(CudaContext &ctx, WriteParams &p,
+                             cudaStream_t stream) {
+  constexpr int kLc = 64, kRc = 8;
+  const int64_t checks = p.cache ? p.N : 0;
+  const bool qualifies =
+      coopUpdateEnabled() && checks > kInlineValidationLimit && (p.vec & 1) &&
+      p.kPe && p.cache && !p.doRope && !p.q && !p.kOut &&
+      p.layout == int(CacheLayout::Plain) && p.cacheType != int(DType::F32) &&
+      p.latent * 2 == kLc * 16 && p.rope * 2 == kRc * 16 &&
+      p.rowBytes == (kLc + kRc) * 16 && p.T * (kLc + kRc) < (int64_t(1) << 31);
+  if (!qualifies)
+    return false;
+  auto kernel = plainUpdateCoopKernel<kLc, kRc>;
+  // Co-residency bound of a cooperative grid, asked once.
+  static const int perSm = [&] {
+    int n = 0;
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, kThreads,
+                                                      0) != cudaSuccess)
+      n = 0;
+    return n;
+  }();
+  if (perSm <= 0)
+    return false;
+  const int64_t units = p.T * (kLc + kRc);
+  const int64_t want = (units + int64_t(kThreads) * kCoopUnroll - 1) /
+                       (int64_t(kThreads) * kCoopUnroll);
+  const int64_t blocks = std::max<int64_t>(
+      1, std::min<int64_t>(want, int64_t(perSm) * ctx.smCount));
+  p.rec = ctx.deviceRecord;
+  p.prevalidated = 1;
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(unsigned(blocks));
+  cfg.blockDim = dim3(kThreads);
+  cfg.dynamicSmemBytes = 0;
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeCooperative;
+  attr[0].val.cooperative = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  MLART_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, p),
+                   "cudaLaunchKernelEx(plainUpdateCoopKernel)");
+  MLART_CUDA_CHECK_LAUNCH("plainUpdateCoopKernel");
+  return true;
+}
+
 Status launch(CudaContext &ctx, WriteParams &p, cudaStream_t stream,
               const TensorRef *slots, const TensorRef *positions,
               const KVCacheRef *cache) {
@@ -620,8 +757,11 @@ Status launch(CudaContext &ctx, WriteParams &p, cudaStream_t stream,
     lock.lock();
     MLART_RETURN_IF_ERROR(resetRecord(ctx, stream));
   }
-  MLART_RETURN_IF_ERROR(prevalidate(ctx, p, stream));
-  MLART_RETURN_IF_ERROR(launchWriteKernel(ctx, p, stream));
+  MLART_ASSIGN_OR_RETURN(const bool coop, tryCoopUpdate(ctx, p, stream));
+  if (!coop) {
+    MLART_RETURN_IF_ERROR(prevalidate(ctx, p, stream));
+    MLART_RETURN_IF_ERROR(launchWriteKernel(ctx, p, stream));
+  }
   if (!ctx.synchronousChecks)
     return Status::success();
   return readRecord(ctx, stream, slots, positions,

@@ -218,3 +218,87 @@ TEST(CudaGraph, CaptureNeedsACreatedStream) {
       << "unbound buffers are reported first";
   EXPECT_EQ(dev->beginCapture(nullptr).code(), StatusCode::InvalidArgument);
 }
+
+// A large update (more slots than one kernel block validates inline) runs
+// as one cooperative launch that validates, synchronises the grid and
+// writes. Captured in a graph it must replay with new data, refuse a bad
+// slot without writing, and leave its verdict reset for the next replay
+// (the verdict lives in the device record, reset by the kernel itself).
+TEST(CudaGraph, LargeUpdateReplaysAllOrNothing) {
+  REQUIRE_GPU();
+  constexpr int64_t kT = 3000, kBlocks = 4 * kT / 16;
+  KVCacheDesc desc = graphCacheDesc();
+  desc.numBlocks = kBlocks;
+  ArtifactWriter w("large_update");
+  uint32_t kvC = w.addBuffer("kv_c", BufferRole::Input, DType::BF16, {kT, LAT});
+  uint32_t kPe = w.addBuffer("k_pe", BufferRole::Input, DType::BF16, {kT, ROPE});
+  uint32_t sl = w.addBuffer("slot_mapping", BufferRole::StepMetadata, DType::I64, {kT});
+  uint32_t cacheId = w.addCache("kv_cache", desc);
+  w.cacheUpdate(cacheId, w.bufferView(kvC), w.bufferView(kPe), w.bufferView(sl));
+  StatusOr<std::vector<uint8_t>> bytes = w.finish();
+  ASSERT_TRUE(bytes.ok()) << bytes.status().toString();
+  StatusOr<Artifact> art = Artifact::load(bytes->data(), bytes->size());
+  ASSERT_TRUE(art.ok()) << art.status().toString();
+  StatusOr<Stream> stream = dev->createStream();
+  ASSERT_TRUE(stream.ok());
+  StreamHandle st = stream->handle();
+  StatusOr<Executor> exec = Executor::create(std::move(art).value(), *dev);
+  ASSERT_TRUE(exec.ok()) << exec.status().toString();
+  StatusOr<KVCache> cache = KVCache::create(*dev, desc);
+  ASSERT_TRUE(cache.ok());
+  ASSERT_TRUE(dev->memset(cache->data(), 0x5a, cache->sizeBytes()).ok());
+  Arr kv(dev, DType::BF16, {kT, LAT}), kp(dev, DType::BF16, {kT, ROPE}),
+      slots(dev, DType::I64, {kT});
+  ASSERT_TRUE(exec->bind("kv_c", kv.d()).ok());
+  ASSERT_TRUE(exec->bind("k_pe", kp.d()).ok());
+  ASSERT_TRUE(exec->bind("slot_mapping", slots.d()).ok());
+  ASSERT_TRUE(exec->bindCache("kv_cache", *cache).ok());
+  const int64_t rowBytes = desc.rowBytes();
+  auto setStep = [&](const std::vector<int64_t> &s) {
+    kv.random();
+    kp.random();
+    slots.setI64(s);
+    kv.up(dev);
+    kp.up(dev);
+    slots.up(dev);
+    ASSERT_TRUE(dev->synchronize().ok());
+  };
+  auto expected = [&](const std::vector<int64_t> &s, std::vector<uint8_t> want) {
+    for (int64_t t = 0; t < kT; ++t)
+      if (s[size_t(t)] >= 0) {
+        std::memcpy(want.data() + s[size_t(t)] * rowBytes, kv.host.data() + t * LAT * 2, LAT * 2);
+        std::memcpy(want.data() + s[size_t(t)] * rowBytes + LAT * 2,
+                    kp.host.data() + t * ROPE * 2, ROPE * 2);
+      }
+    return want;
+  };
+  auto slotsFor = [&](int step) {
+    std::vector<int64_t> s = randomSlots(kT, desc.numSlots());
+    s[size_t(step)] = -1; // a skipped token as well
+    return s;
+  };
+  std::vector<int64_t> s0 = slotsFor(0);
+  setStep(s0);
+  std::vector<uint8_t> before = cacheBytes(*cache);
+  ASSERT_TRUE(exec->run(st).ok());
+  ASSERT_TRUE(dev->synchronize().ok());
+  EXPECT_EQ(cacheBytes(*cache), expected(s0, before)) << "eager";
+  Status cap = exec->captureGraph(st);
+  ASSERT_TRUE(cap.ok()) << cap.toString();
+  for (int step = 1; step <= 4; ++step) {
+    std::vector<int64_t> s = slotsFor(step);
+    const bool bad = step == 2;
+    if (bad)
+      s[size_t(kT - 7)] = desc.numSlots() + 11;
+    setStep(s);
+    before = cacheBytes(*cache);
+    Status r = exec->runGraph(st);
+    if (bad) {
+      EXPECT_EQ(r.code(), StatusCode::OutOfRange) << r.toString();
+      EXPECT_EQ(cacheBytes(*cache), before) << "a refused replay wrote";
+    } else {
+      ASSERT_TRUE(r.ok()) << "step " << step << ": " << r.toString();
+      EXPECT_EQ(cacheBytes(*cache), expected(s, before)) << "step " << step;
+    }
+  }
+}

@@ -50,17 +50,6 @@ Arr randomArr(CudaDevice *d, DType t, std::vector<int64_t> s, float lo = -1,
   return a;
 }
 
-/// Distinct random slots (some negative) for n tokens.
-std::vector<int64_t> randomSlots(int64_t n, int64_t numSlots, int64_t firstSlot = 0) {
-  std::vector<int64_t> all(static_cast<size_t>(numSlots - firstSlot));
-  std::iota(all.begin(), all.end(), firstSlot);
-  std::shuffle(all.begin(), all.end(), rng());
-  std::vector<int64_t> s(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i)
-    s[size_t(i)] = (rng()() % 7 == 0) ? -1 : all[size_t(i)];
-  return s;
-}
-
 Arr slotArr(CudaDevice *d, const std::vector<int64_t> &s, bool i64) {
   Arr a(d, i64 ? DType::I64 : DType::I32, {int64_t(s.size())});
   if (i64)

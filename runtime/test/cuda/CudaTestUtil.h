@@ -14,8 +14,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <numeric>
 #include <random>
 #include <vector>
 
@@ -137,6 +139,17 @@ inline double relErr(const Arr &ref, const std::vector<uint8_t> &got) {
     den += r * r;
   }
   return den > 0 ? std::sqrt(num / den) : std::sqrt(num);
+}
+
+/// Distinct random slots (some negative) for n tokens.
+inline std::vector<int64_t> randomSlots(int64_t n, int64_t numSlots, int64_t firstSlot = 0) {
+  std::vector<int64_t> all(static_cast<size_t>(numSlots - firstSlot));
+  std::iota(all.begin(), all.end(), firstSlot);
+  std::shuffle(all.begin(), all.end(), rng());
+  std::vector<int64_t> s(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i)
+    s[size_t(i)] = (rng()() % 7 == 0) ? -1 : all[size_t(i)];
+  return s;
 }
 
 } // namespace mlart::cudatest
