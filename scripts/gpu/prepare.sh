@@ -13,7 +13,7 @@ mkdir -p "$out"
 bin=$build/bin
 cp "$build/runtime/test/mlart-cuda-tests" "$build/runtime/bench/mla-bench" \
    "$bin/mla-run" "$build/test/codegen-kernels.mlaa" "$out/"
-cp "$root/runtime/bench/gpu-run.sh" "$root/scripts/gpu/gpu-step.sh" \
+cp "$root/runtime/bench/gpu-run.sh" "$root/scripts/gpu/gpu-step.sh" "$root/scripts/gpu/gpu-ab.sh" \
    "$root/scripts/gpu/gpu-all.sh" "$out/"
 
 gen() { "$bin/mla-gen" --model=deepseek-v2-lite "$@"; }
