@@ -77,8 +77,8 @@ bool mayTouchGlobal(const std::string &s, size_t at) {
   for (const char *op : {"ld.", "st.", "atom.", "red."})
     if (startsWith(s, at, op)) {
       const size_t space = at + std::char_traits<char>::length(op);
-      return !startsWith(s, space, "param") && !startsWith(s, space, "shared") &&
-             !startsWith(s, space, "local");
+      return !startsWith(s, space, "param") &&
+             !startsWith(s, space, "shared") && !startsWith(s, space, "local");
     }
   return startsWith(s, at, "cp.") || startsWith(s, at, "prefetch") ||
          startsWith(s, at, "multimem.");

@@ -81,7 +81,8 @@ TEST(CodegenContract, EntryWaitsForGrids) {
   EXPECT_TRUE(waits("k", "\tbar.red.or.pred %p1, 0, %p2;\n" + wait + load));
   EXPECT_FALSE(waits("k", "\t// griddepcontrol.wait;\n" + load + wait));
   // The wait of another entry does not count; names are matched whole.
-  const std::string two = body("k_plain", params + load) + body("k", wait + load);
+  const std::string two =
+      body("k_plain", params + load) + body("k", wait + load);
   EXPECT_TRUE(codegenEntryWaitsForGrids(two, "k"));
   EXPECT_FALSE(codegenEntryWaitsForGrids(two, "k_plain"));
   EXPECT_FALSE(codegenEntryWaitsForGrids(two, "k_"));
