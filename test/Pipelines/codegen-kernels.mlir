@@ -11,6 +11,7 @@
 // AUTO: gpu.binary @mla_kernels
 // RUN: not mla-opt %s -mla-decode-pipeline='kernels=fast' 2>&1 | FileCheck %s --check-prefix=BADOPT
 // RUN: mla-opt %s -mla-decode-pipeline='target=cuda-sm90 kernels=codegen' | FileCheck %s --check-prefix=VOTE
+// RUN: mla-opt %s -mla-decode-pipeline='target=cuda-sm90 kernels=codegen' | FileCheck %s --check-prefix=PDL
 
 // The PTX text: 16-byte global loads and stores, no FMA contraction in the rope,
 // IEEE division and saturating RNE fp8 conversion for fp8_ds_mla.
@@ -46,6 +47,23 @@
 // VOTE-SAME: bar.red.or.pred
 // VOTE-SAME: st.global
 // VOTE-NOT: bar.red
+
+// Programmatic dependent launch (docs/cuda.md): in each kernel
+// griddepcontrol.wait comes before the first global load, store or atomic
+// (only parameter loads precede it), launch_dependents right after it; the
+// runtime launches a generated kernel with PDL only when its PTX shows this.
+// PDL: .visible .entry mla_rope_cache_update_plain_bf16_l512_p64_in_bf16_slot_i64_neox_pos_i64_q(
+// PDL-NOT: {{(ld|st|atom|red)}}.global
+// PDL-SAME: griddepcontrol.wait;
+// PDL-NOT: .global
+// PDL-SAME: griddepcontrol.launch_dependents;
+// PDL-SAME: ld.global
+// PDL-SAME: .visible .entry mla_cache_update_fp8_ds_mla_f8e4m3fn_l512_p64_in_bf16_slot_i64(
+// PDL-NOT: {{(ld|st|atom|red)}}.global
+// PDL-SAME: griddepcontrol.wait;
+// PDL-NOT: .global
+// PDL-SAME: griddepcontrol.launch_dependents;
+// PDL-SAME: ld.global
 
 // ART: module 0 ptx {{[0-9]+}} bytes
 // ART-NEXT: kernel 0 @mla_rope_cache_update_plain_bf16_l512_p64_in_bf16_slot_i64_neox_pos_i64_q rope_cache_update module 0 block 544 tokens 8

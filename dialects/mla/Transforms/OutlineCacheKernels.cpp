@@ -727,6 +727,13 @@ struct MLAOutlineCacheKernelsPass
                       kMaxThreadsPerSM / p.blockThreads(), 1,
                       kMaxBlocksPerSM))));
     b.setInsertionPointToStart(&func.getBody().front());
+    // The runtime launches the kernel with programmatic dependent launch
+    // (docs/cuda.md): it may start while the previous kernel still runs, so
+    // it waits for that grid before its first load or store, then lets the
+    // next kernel launch.
+    NVVM::GriddepcontrolOp::create(b, NVVM::GridDepActionKind::wait);
+    NVVM::GriddepcontrolOp::create(b,
+                                   NVVM::GridDepActionKind::launch_dependents);
     KernelEmitter(b, p, func).emit();
   }
 };

@@ -384,8 +384,11 @@ def MLAOutlineCacheKernels : Pass<"mla-outline-cache-kernels",
     smallest bad index with an atomic min, and one
     `nvvm.barrier #nvvm.reduction<or>` combines the block), and returns
     before any store if a slot is `>= num_slots` or a position is outside
-    the table. The argument binding is the runtime's contract
-    (docs/codegen.md).
+    the table. Every kernel begins with `nvvm.griddepcontrol wait` and
+    `launch_dependents`: the runtime launches it with programmatic
+    dependent launch, so it waits for the previous grid before its first
+    load or store (docs/cuda.md). The argument binding is the runtime's
+    contract (docs/codegen.md).
 
     Not converted (left on the library kernel, with a remark): per-tensor
     fp8 caches, inputs that are not bf16 where a conversion or rotation is

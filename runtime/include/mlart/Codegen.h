@@ -54,6 +54,13 @@ constexpr int kCodegenParams = kCodegenMemrefArgs * 5 + kCodegenScalarArgs;
 /// kernel generated for another argument binding never runs.
 int codegenEntryParams(const std::string &ptx, const std::string &name);
 
+/// True when the body of `.entry name` in `ptx` executes
+/// `griddepcontrol.wait` before any instruction that may touch global
+/// memory (ld / st / atom / red / cp / prefetch outside the param, shared
+/// and local spaces). Only such a kernel may be launched with programmatic
+/// dependent launch (docs/cuda.md); older artifacts' kernels are not.
+bool codegenEntryWaitsForGrids(const std::string &ptx, const std::string &name);
+
 } // namespace mlart
 
 #endif // MLART_CODEGEN_H

@@ -58,9 +58,11 @@ public:
   /// (Device::checkErrors).
   Status checkErrors(StreamHandle stream) override = 0;
 
-  /// Compiler-generated kernels (docs/codegen.md): launches so far, and
-  /// PTX modules loaded (each loaded once per device).
+  /// Compiler-generated kernels (docs/codegen.md): launches so far, those
+  /// of them with programmatic dependent launch (docs/cuda.md), and PTX
+  /// modules loaded (each loaded once per device).
   virtual uint64_t codegenLaunches() const = 0;
+  virtual uint64_t codegenPdlLaunches() const = 0;
   virtual size_t codegenModulesLoaded() const = 0;
 };
 

@@ -16,6 +16,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "cuda/CudaCommon.h"
+#include "cuda/Launch.h"
 #include "cpu/CacheWrite.h"
 #include "cpu/IndexAccess.h"
 #include "cpu/RopeMath.h"
@@ -115,6 +116,7 @@ __device__ bool scanBad(const WriteParams &p, int64_t start, int64_t step,
 /// published by the last block to finish, which also resets the
 /// accumulators for the next call: no memset node before every call.
 __global__ void validateKernel(WriteParams p) {
+  pdlPrologue();
   const int64_t tid = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   const int64_t step = int64_t(gridDim.x) * blockDim.x;
   const bool bad = __syncthreads_or(scanBad(p, tid, step, true));
@@ -480,6 +482,7 @@ __device__ __forceinline__ void tokenStore(const WriteParams &p, int64_t t,
 
 __global__ void __launch_bounds__(kThreads)
     ropeCacheWriteKernel(WriteParams p) {
+  pdlPrologue();
   const int lane = threadIdx.x & 31;
   // Two roles: blocks [0, tokenBlocks) write tokens (a warp per token), the
   // others rotate q_pe. Neither waits for the other; both issue their
@@ -656,10 +659,9 @@ Status prevalidate(CudaContext &ctx, WriteParams &p, cudaStream_t stream) {
   p.prevalidated = checks > kInlineValidationLimit;
   if (!p.prevalidated)
     return Status::success();
-  validateKernel<<<gridFor(checks, kThreads, int64_t(ctx.smCount) * 8),
-                   kThreads, 0, stream>>>(p);
-  MLART_CUDA_CHECK_LAUNCH("validateKernel");
-  return Status::success();
+  return launchKernel("validateKernel", validateKernel,
+                      gridFor(checks, kThreads, int64_t(ctx.smCount) * 8),
+                      kThreads, 0, stream, p);
 }
 
 /// The general kernel: a warp per token (two per step when pre-validated),
@@ -679,9 +681,8 @@ Status launchWriteKernel(CudaContext &ctx, WriteParams &p, cudaStream_t stream) 
   qBlocks = std::min(cap, qBlocks);
   p.tokenBlocks = tokenBlocks;
   const int64_t blocks = std::max<int64_t>(1, tokenBlocks + qBlocks);
-  ropeCacheWriteKernel<<<unsigned(blocks), kThreads, 0, stream>>>(p);
-  MLART_CUDA_CHECK_LAUNCH("ropeCacheWriteKernel");
-  return Status::success();
+  return launchKernel("ropeCacheWriteKernel", ropeCacheWriteKernel,
+                      unsigned(blocks), kThreads, 0, stream, p);
 }
 
 /// MLART_UPDATE_COOP=0 keeps large plain updates on the two-launch path

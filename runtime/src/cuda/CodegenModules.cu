@@ -1,6 +1,7 @@
 //===- CodegenModules.cu - Loads and launches compiler-generated kernels --===//
 #include "cuda/CodegenModules.h"
 #include "cuda/DriverEntryPoints.h"
+#include "cuda/Launch.h"
 
 #include "cpu/CacheWrite.h"
 #include "cpu/IndexAccess.h"
@@ -19,7 +20,7 @@ struct Driver {
   decltype(&::cuModuleLoadDataEx) moduleLoadDataEx = nullptr;
   decltype(&::cuModuleGetFunction) moduleGetFunction = nullptr;
   decltype(&::cuModuleUnload) moduleUnload = nullptr;
-  decltype(&::cuLaunchKernel) launchKernel = nullptr;
+  decltype(&::cuLaunchKernelEx) launchKernelEx = nullptr;
   decltype(&::cuGetErrorName) getErrorName = nullptr;
   decltype(&::cuGetErrorString) getErrorString = nullptr;
   Status status = Status::success();
@@ -34,7 +35,7 @@ const Driver &driver() {
     if (s.ok())
       s = resolveDriverEntryPoint("cuModuleUnload", r.moduleUnload);
     if (s.ok())
-      s = resolveDriverEntryPoint("cuLaunchKernel", r.launchKernel);
+      s = resolveDriverEntryPoint("cuLaunchKernelEx", r.launchKernelEx);
     if (s.ok())
       s = resolveDriverEntryPoint("cuGetErrorName", r.getErrorName);
     if (s.ok())
@@ -68,8 +69,8 @@ CodegenModules::~CodegenModules() {
     d.moduleUnload(entry.second.second.module);
 }
 
-StatusOr<CUfunction> CodegenModules::function(const CodegenModule &module,
-                                              const std::string &name) {
+StatusOr<CodegenFunction>
+CodegenModules::function(const CodegenModule &module, const std::string &name) {
   const Driver &d = driver();
   MLART_RETURN_IF_ERROR(d.status);
   std::lock_guard<std::mutex> lock(mu_);
@@ -111,8 +112,9 @@ StatusOr<CUfunction> CodegenModules::function(const CodegenModule &module,
   auto f = loaded->functions.find(name);
   if (f != loaded->functions.end())
     return f->second;
-  CUfunction fn = nullptr;
-  const CUresult r = d.moduleGetFunction(&fn, loaded->module, name.c_str());
+  CodegenFunction fn;
+  const CUresult r =
+      d.moduleGetFunction(&fn.fn, loaded->module, name.c_str());
   if (r != CUDA_SUCCESS)
     return driverError(r, "cuModuleGetFunction(" + name + ")");
   // The driver reads as many parameters as the entry declares: a kernel of
@@ -125,24 +127,42 @@ StatusOr<CUfunction> CodegenModules::function(const CodegenModule &module,
         " parameters, this runtime passes " + std::to_string(kCodegenParams) +
         ": it was generated for another argument binding (recompile the "
         "artifact)");
+  // Only a kernel that waits for the previous grid before touching global
+  // memory may start early (cuda/Launch.h); artifacts from before the
+  // compiler emitted the wait run with plain launches.
+  fn.waitsForGrids = codegenEntryWaitsForGrids(module.ptx, name);
   loaded->functions.emplace(name, fn);
   return fn;
 }
 
-Status CodegenModules::launch(CUfunction f, const std::string &name,
-                              unsigned grid, unsigned block, void **params,
+Status CodegenModules::launch(const CodegenFunction &f,
+                              const std::string &name, unsigned grid,
+                              unsigned block, void **params,
                               cudaStream_t stream) {
   const Driver &d = driver();
   MLART_RETURN_IF_ERROR(d.status);
-  const CUresult r = d.launchKernel(f, grid, 1, 1, block, 1, 1, 0,
-                                    reinterpret_cast<CUstream>(stream), params,
-                                    nullptr);
+  CUlaunchAttribute attr[1] = {};
+  attr[0].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+  attr[0].value.programmaticStreamSerializationAllowed = 1;
+  const bool pdl = f.waitsForGrids && pdlEnabled();
+  CUlaunchConfig config = {};
+  config.gridDimX = grid;
+  config.gridDimY = config.gridDimZ = 1;
+  config.blockDimX = block;
+  config.blockDimY = config.blockDimZ = 1;
+  config.sharedMemBytes = 0;
+  config.hStream = reinterpret_cast<CUstream>(stream);
+  config.attrs = pdl ? attr : nullptr;
+  config.numAttrs = pdl ? 1 : 0;
+  const CUresult r = d.launchKernelEx(&config, f.fn, params, nullptr);
   if (r != CUDA_SUCCESS)
-    return driverError(r, "cuLaunchKernel(" + name + ", " +
+    return driverError(r, "cuLaunchKernelEx(" + name + ", " +
                               std::to_string(grid) + " x " +
                               std::to_string(block) + ")");
   std::lock_guard<std::mutex> lock(mu_);
   ++launches_;
+  if (pdl)
+    ++pdlLaunches_;
   return Status::success();
 }
 
@@ -154,6 +174,11 @@ size_t CodegenModules::loadedModules() const {
 uint64_t CodegenModules::launches() const {
   std::lock_guard<std::mutex> lock(mu_);
   return launches_;
+}
+
+uint64_t CodegenModules::pdlLaunches() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return pdlLaunches_;
 }
 
 namespace {
@@ -255,7 +280,8 @@ Status codegenCacheWrite(CudaContext &ctx, CodegenModules &modules,
     return Status::success();
   if (T > INT_MAX)
     return invalidArgument("too many tokens for one call");
-  MLART_ASSIGN_OR_RETURN(CUfunction fn, modules.function(module, kernel.name));
+  MLART_ASSIGN_OR_RETURN(CodegenFunction fn,
+                         modules.function(module, kernel.name));
 
   std::unique_lock<std::mutex> lock(ctx.recordMutex, std::defer_lock);
   if (ctx.synchronousChecks) {

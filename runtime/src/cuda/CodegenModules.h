@@ -21,6 +21,14 @@
 
 namespace mlart::cuda {
 
+/// A loaded entry of a generated module.
+struct CodegenFunction {
+  CUfunction fn = nullptr;
+  /// Its PTX executes griddepcontrol.wait before touching global memory
+  /// (codegenEntryWaitsForGrids): it may be launched with PDL.
+  bool waitsForGrids = false;
+};
+
 /// The loaded modules of one device. Thread-safe.
 class CodegenModules {
 public:
@@ -30,20 +38,25 @@ public:
   CodegenModules &operator=(const CodegenModules &) = delete;
 
   /// The entry `name` of `module`, loading the module on first use.
-  StatusOr<CUfunction> function(const CodegenModule &module,
-                                const std::string &name);
-  /// cuLaunchKernel on `stream` (graph-capturable).
-  Status launch(CUfunction f, const std::string &name, unsigned grid,
-                unsigned block, void **params, cudaStream_t stream);
+  StatusOr<CodegenFunction> function(const CodegenModule &module,
+                                     const std::string &name);
+  /// cuLaunchKernelEx on `stream` (graph-capturable), with programmatic
+  /// stream serialisation when `f` waits for its prerequisite grids and
+  /// pdlEnabled() (cuda/Launch.h).
+  Status launch(const CodegenFunction &f, const std::string &name,
+                unsigned grid, unsigned block, void **params,
+                cudaStream_t stream);
   /// Number of modules loaded so far (tests check the cache).
   size_t loadedModules() const;
   /// Number of generated-kernel launches so far.
   uint64_t launches() const;
+  /// Of those, launched with PDL.
+  uint64_t pdlLaunches() const;
 
 private:
   struct Loaded {
     CUmodule module = nullptr;
-    std::map<std::string, CUfunction> functions;
+    std::map<std::string, CodegenFunction> functions;
   };
   Status driverError(CUresult r, const std::string &what) const;
 
@@ -52,6 +65,7 @@ private:
   /// Keyed by hash, then by text (a hash collision cannot alias modules).
   std::multimap<uint64_t, std::pair<std::string, Loaded>> modules_;
   uint64_t launches_ = 0;
+  uint64_t pdlLaunches_ = 0;
 };
 
 /// Host checks, specialisation check, then a launch of the generated

@@ -185,6 +185,9 @@ public:
                              toStream(stream));
   }
   uint64_t codegenLaunches() const override { return codegen_.launches(); }
+  uint64_t codegenPdlLaunches() const override {
+    return codegen_.pdlLaunches();
+  }
   size_t codegenModulesLoaded() const override {
     return codegen_.loadedModules();
   }

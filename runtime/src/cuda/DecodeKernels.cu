@@ -20,6 +20,7 @@
 //===----------------------------------------------------------------------===//
 #include "cuda/CudaCommon.h"
 #include "cuda/DecodeCommon.h"
+#include "cuda/Launch.h"
 #include "cpu/TensorAccess.h"
 
 #include <cmath>
@@ -126,6 +127,7 @@ __device__ __forceinline__ int seqLenChecked(const DecodeParams &p, int b) {
 template <bool kSplitK>
 __global__ void __launch_bounds__(kThreadsTc, 1)
     decodeTcKernel(DecodeParams p) {
+  pdlPrologue();
   extern __shared__ __align__(16) uint8_t smem[];
   uint16_t *Qs = reinterpret_cast<uint16_t *>(smem);
   uint16_t *Ks = Qs + kHeads * kRowEl;
@@ -430,6 +432,7 @@ __global__ void __launch_bounds__(kThreadsTc, 1)
 /// consecutive channels with 16-byte loads (dv % 4 == 0, the partials are
 /// 16-byte aligned: cudaMallocAsync and dv = 512).
 __global__ void combineKernel(DecodeParams p, int dv) {
+  pdlPrologue();
   const int b = blockIdx.y, h = blockIdx.x, H = p.heads;
   const float *pl = p.partLse + int64_t(b) * p.splits * H + h;
   // [splits <= kMaxSplits]; -1: split empty (lse -inf). Padded: the
@@ -495,6 +498,7 @@ struct GenericDecodeParams : DecodeIo {
 constexpr int kGenThreads = 128, kGenMaxPerThread = 8; // latent <= 1024
 
 __global__ void decodeGenericKernel(GenericDecodeParams p) {
+  pdlPrologue();
   const int b = blockIdx.y, h = blockIdx.x, tid = threadIdx.x;
   __shared__ float red[kGenThreads / 32];
   const int D = p.c.latent + p.c.rope;
@@ -679,9 +683,10 @@ Status decodeAttention(CudaContext &ctx, const DecodeAttentionArgs &a,
     p.q = a.q.data;
     p.qType = int(a.q.dtype);
     p.scale = a.softmaxScale;
-    decodeGenericKernel<<<dim3(unsigned(H), unsigned(B)), kGenThreads, 0,
-                          stream>>>(p);
-    MLART_CUDA_CHECK_LAUNCH("decodeGenericKernel");
+    MLART_RETURN_IF_ERROR(launchKernel("decodeGenericKernel",
+                                       decodeGenericKernel,
+                                       dim3(unsigned(H), unsigned(B)),
+                                       kGenThreads, 0, stream, p));
     return finish(ctx, stream, lock);
   }
 
@@ -744,13 +749,15 @@ Status decodeAttention(CudaContext &ctx, const DecodeAttentionArgs &a,
                                         cudaFuncAttributeMaxDynamicSharedMemorySize,
                                         int(kSmemTc)),
                    "cudaFuncSetAttribute(decodeTcKernel)");
-  kernel<<<dim3(unsigned(splits), unsigned(B), unsigned(H / kHeads)),
-           kThreadsTc, kSmemTc, stream>>>(p);
-  MLART_CUDA_CHECK_LAUNCH("decodeTcKernel");
+  MLART_RETURN_IF_ERROR(launchKernel(
+      "decodeTcKernel", kernel,
+      dim3(unsigned(splits), unsigned(B), unsigned(H / kHeads)), kThreadsTc,
+      kSmemTc, stream, p));
   }
   if (splits > 1) {
-    combineKernel<<<dim3(unsigned(H), unsigned(B)), 128, 0, stream>>>(p, kDv);
-    MLART_CUDA_CHECK_LAUNCH("combineKernel");
+    MLART_RETURN_IF_ERROR(launchKernel("combineKernel", combineKernel,
+                                       dim3(unsigned(H), unsigned(B)), 128, 0,
+                                       stream, p, kDv));
     MLART_CUDA_CHECK(cudaFreeAsync(work, stream),
                      "cudaFreeAsync(decode split workspace)");
   }
@@ -788,6 +795,7 @@ constexpr int kPfMaxLat = 16;   // latent <= 512
 constexpr int kPfMaxQk = 320;
 
 __global__ void prefillKernel(PrefillParams p) {
+  pdlPrologue();
   const int i = blockIdx.x, h = blockIdx.y, tid = threadIdx.x;
   const int lane = tid & 31, warp = tid >> 5;
   __shared__ float qs[kPfMaxQk];
@@ -1044,8 +1052,9 @@ Status prefillAttention(CudaContext &ctx, const PrefillAttentionArgs &a,
     lock.lock();
     MLART_RETURN_IF_ERROR(resetRecord(ctx, stream));
   }
-  prefillKernel<<<dim3(unsigned(T), unsigned(H)), kPfThreads, 0, stream>>>(p);
-  MLART_CUDA_CHECK_LAUNCH("prefillKernel");
+  MLART_RETURN_IF_ERROR(launchKernel("prefillKernel", prefillKernel,
+                                     dim3(unsigned(T), unsigned(H)),
+                                     kPfThreads, 0, stream, p));
   return finish(ctx, stream, lock);
 }
 

@@ -25,6 +25,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "cuda/DecodeManyHeadsTile.h"
+#include "cuda/Launch.h"
 
 #include <algorithm>
 #include <cstdlib>
@@ -46,6 +47,7 @@ constexpr size_t kSmem = kOffRed + 4 * 64 * sizeof(float) + 1024; // + align
 template <int kVariant>
 __global__ void __launch_bounds__(kThreads, 1)
     decodeManyHeadsKernel(DecodeParams p) {
+  pdlPrologue();
   extern __shared__ __align__(1024) uint8_t smemRaw[];
   const uint32_t rawAddr = smemU32(smemRaw);
   const uint32_t pad = (1024u - (rawAddr & 1023u)) & 1023u;
@@ -313,11 +315,10 @@ Status launchDecodeManyHeads(const DecodeParams &p, int64_t batch,
                                         cudaFuncAttributeMaxDynamicSharedMemorySize,
                                         int(kSmem)),
                    "cudaFuncSetAttribute(decodeManyHeadsKernel)");
-  kernel<<<dim3(unsigned(p.heads / kManyHeads), unsigned(p.splits),
-                unsigned(batch)),
-           kThreads, kSmem, stream>>>(p);
-  MLART_CUDA_CHECK_LAUNCH("decodeManyHeadsKernel");
-  return Status::success();
+  return launchKernel("decodeManyHeadsKernel", kernel,
+                      dim3(unsigned(p.heads / kManyHeads), unsigned(p.splits),
+                           unsigned(batch)),
+                      kThreads, kSmem, stream, p);
 }
 
 } // namespace mlart::cuda

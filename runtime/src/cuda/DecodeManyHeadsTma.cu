@@ -28,6 +28,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "cuda/DecodeManyHeadsTile.h"
+#include "cuda/Launch.h"
 #include "cuda/TensorMap.h"
 
 #include <climits>
@@ -64,6 +65,7 @@ template <bool kOverlap>
 __global__ void __launch_bounds__(kThreadsTma, 1)
     decodeManyHeadsTmaKernel(DecodeParams p,
                              const __grid_constant__ CUtensorMap kvMap) {
+  pdlPrologue();
   extern __shared__ __align__(1024) uint8_t smemRaw[];
   const uint32_t rawAddr = smemU32(smemRaw);
   const uint32_t pad = (1024u - (rawAddr & 1023u)) & 1023u;
@@ -261,11 +263,10 @@ Status launchDecodeManyHeadsTma(const DecodeParams &p, int64_t batch,
                                         cudaFuncAttributeMaxDynamicSharedMemorySize,
                                         int(kSmemTma)),
                    "cudaFuncSetAttribute(decodeManyHeadsTmaKernel)");
-  kernel<<<dim3(unsigned(p.heads / kManyHeads), unsigned(p.splits),
-                unsigned(batch)),
-           kThreadsTma, kSmemTma, stream>>>(p, map);
-  MLART_CUDA_CHECK_LAUNCH("decodeManyHeadsTmaKernel");
-  return Status::success();
+  return launchKernel("decodeManyHeadsTmaKernel", kernel,
+                      dim3(unsigned(p.heads / kManyHeads), unsigned(p.splits),
+                           unsigned(batch)),
+                      kThreadsTma, kSmemTma, stream, p, map);
 }
 
 } // namespace mlart::cuda

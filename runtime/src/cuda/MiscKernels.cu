@@ -1,5 +1,6 @@
 //===- MiscKernels.cu - add, rmsNorm, qConcat, quantize -------------------===//
 #include "cuda/CudaCommon.h"
+#include "cuda/Launch.h"
 #include "cpu/CpuKernels.h"
 #include "cpu/TensorAccess.h"
 
@@ -14,6 +15,7 @@ struct T2 {
 T2 t2(const TensorRef &t) { return {t.data, int(t.dtype), t.strides[0]}; }
 
 __global__ void addKernel(T2 a, T2 b, T2 o, int64_t rows, int64_t cols) {
+  pdlPrologue();
   const int64_t n = rows * cols;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x) {
@@ -26,6 +28,7 @@ __global__ void addKernel(T2 a, T2 b, T2 o, int64_t rows, int64_t cols) {
 
 __global__ void rmsNormKernel(T2 x, const void *w, int wType, int64_t wS,
                               T2 o, int64_t dim, float eps) {
+  pdlPrologue();
   const int64_t r = blockIdx.x;
   __shared__ float red[32];
   float part = 0.0f;
@@ -63,6 +66,7 @@ __device__ __forceinline__ void unpack8(const uint4 &v, float (&f)[8]) {
 __global__ void addBf16Kernel(const uint16_t *a, int64_t as, const uint16_t *b,
                               int64_t bs, uint16_t *o, int64_t os, int64_t rows,
                               int64_t chunks) {
+  pdlPrologue();
   const int64_t n = rows * chunks;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x) {
@@ -87,6 +91,7 @@ constexpr int kNormChunks = 4;
 __global__ void rmsNormBf16Kernel(const uint16_t *x, int64_t xs,
                                   const uint16_t *w, uint16_t *o, int64_t os,
                                   int chunks, float eps) {
+  pdlPrologue();
   const int64_t r = blockIdx.x;
   __shared__ float red[32];
   uint4 xv[kNormChunks], wv[kNormChunks];
@@ -142,6 +147,7 @@ __global__ void qConcatVecKernel(const uint4 *a, int64_t as0, int64_t as1,
                                  const uint4 *b, int64_t bs0, int64_t bs1,
                                  uint4 *o, int64_t os0, int64_t os1, int H,
                                  int ua, int ub, int64_t n) {
+  pdlPrologue();
   const int u = ua + ub;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x) {
@@ -168,6 +174,7 @@ T3 t3(const TensorRef &t) {
 
 __global__ void qConcatKernel(T3 a, T3 b, T3 o, int64_t B, int64_t H,
                               int64_t La, int64_t Lb) {
+  pdlPrologue();
   const int64_t L = La + Lb, n = B * H * L;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x) {
@@ -211,6 +218,7 @@ __device__ __forceinline__ int64_t offset4(const T4 &t, int64_t i) {
 
 __global__ void quantizeKernel(T4 x, T4 o, const float *scale, int64_t n,
                                int *badScale) {
+  pdlPrologue();
   const float s = *scale;
   if (!(isfinite(s) && s > 0.0f)) {
     if (blockIdx.x == 0 && threadIdx.x == 0)
@@ -254,18 +262,17 @@ Status add(CudaContext &ctx, const AddArgs &a, cudaStream_t stream) {
       al16(a.b.data) && al16(a.out.data) && a.a.strides[0] % 8 == 0 &&
       a.b.strides[0] % 8 == 0 && a.out.strides[0] % 8 == 0) {
     const int64_t chunks = cols / 8;
-    addBf16Kernel<<<gridFor(rows * chunks, kThreads, int64_t(ctx.smCount) * 16),
-                    kThreads, 0, stream>>>(
-        static_cast<const uint16_t *>(a.a.data), a.a.strides[0],
+    return launchKernel(
+        "addBf16Kernel", addBf16Kernel,
+        gridFor(rows * chunks, kThreads, int64_t(ctx.smCount) * 16), kThreads,
+        0, stream, static_cast<const uint16_t *>(a.a.data), a.a.strides[0],
         static_cast<const uint16_t *>(a.b.data), a.b.strides[0],
         static_cast<uint16_t *>(a.out.data), a.out.strides[0], rows, chunks);
-    MLART_CUDA_CHECK_LAUNCH("addBf16Kernel");
-    return Status::success();
   }
-  addKernel<<<gridFor(rows * cols, kThreads, int64_t(ctx.smCount) * 32),
-              kThreads, 0, stream>>>(t2(a.a), t2(a.b), t2(a.out), rows, cols);
-  MLART_CUDA_CHECK_LAUNCH("addKernel");
-  return Status::success();
+  return launchKernel("addKernel", addKernel,
+                      gridFor(rows * cols, kThreads, int64_t(ctx.smCount) * 32),
+                      kThreads, 0, stream, t2(a.a), t2(a.b), t2(a.out), rows,
+                      cols);
 }
 
 Status rmsNorm(CudaContext &ctx, const RmsNormArgs &a, cudaStream_t stream) {
@@ -293,19 +300,17 @@ Status rmsNorm(CudaContext &ctx, const RmsNormArgs &a, cudaStream_t stream) {
     const int chunks = int(dim / 8);
     // Fewer threads for short rows: at least one chunk per thread.
     const int threads = std::min(kThreads, std::max(32, (chunks + 31) / 32 * 32));
-    rmsNormBf16Kernel<<<unsigned(tokens), threads, 0, stream>>>(
-        static_cast<const uint16_t *>(a.x.data), a.x.strides[0],
+    return launchKernel(
+        "rmsNormBf16Kernel", rmsNormBf16Kernel, unsigned(tokens), threads, 0,
+        stream, static_cast<const uint16_t *>(a.x.data), a.x.strides[0],
         static_cast<const uint16_t *>(a.weight.data),
         static_cast<uint16_t *>(a.out.data), a.out.strides[0], chunks,
         a.epsilon);
-    MLART_CUDA_CHECK_LAUNCH("rmsNormBf16Kernel");
-    return Status::success();
   }
-  rmsNormKernel<<<unsigned(tokens), kThreads, 0, stream>>>(
-      t2(a.x), a.weight.data, int(a.weight.dtype), a.weight.strides[0],
-      t2(a.out), dim, a.epsilon);
-  MLART_CUDA_CHECK_LAUNCH("rmsNormKernel");
-  return Status::success();
+  return launchKernel("rmsNormKernel", rmsNormKernel, unsigned(tokens),
+                      kThreads, 0, stream, t2(a.x), a.weight.data,
+                      int(a.weight.dtype), a.weight.strides[0], t2(a.out), dim,
+                      a.epsilon);
 }
 
 Status qConcat(CudaContext &ctx, const QConcatArgs &args, cudaStream_t stream) {
@@ -325,21 +330,19 @@ Status qConcat(CudaContext &ctx, const QConcatArgs &args, cudaStream_t stream) {
       a.sizes[1] <= INT_MAX && a.sizes[2] / per + b.sizes[2] / per <= INT_MAX) {
     const int ua = int(a.sizes[2] / per), ub = int(b.sizes[2] / per);
     const int64_t units = o.sizes[0] * o.sizes[1] * (ua + ub);
-    qConcatVecKernel<<<gridFor(units, kThreads, int64_t(ctx.smCount) * 16),
-                       kThreads, 0, stream>>>(
-        static_cast<const uint4 *>(a.data), a.strides[0] / per,
+    return launchKernel(
+        "qConcatVecKernel", qConcatVecKernel,
+        gridFor(units, kThreads, int64_t(ctx.smCount) * 16), kThreads, 0,
+        stream, static_cast<const uint4 *>(a.data), a.strides[0] / per,
         a.strides[1] / per, static_cast<const uint4 *>(b.data),
         b.strides[0] / per, b.strides[1] / per, static_cast<uint4 *>(o.data),
         o.strides[0] / per, o.strides[1] / per, int(a.sizes[1]), ua, ub,
         units);
-    MLART_CUDA_CHECK_LAUNCH("qConcatVecKernel");
-    return Status::success();
   }
-  qConcatKernel<<<gridFor(n, kThreads, int64_t(ctx.smCount) * 32), kThreads, 0,
-                  stream>>>(t3(a), t3(b), t3(o), a.sizes[0], a.sizes[1],
-                            a.sizes[2], b.sizes[2]);
-  MLART_CUDA_CHECK_LAUNCH("qConcatKernel");
-  return Status::success();
+  return launchKernel("qConcatKernel", qConcatKernel,
+                      gridFor(n, kThreads, int64_t(ctx.smCount) * 32), kThreads,
+                      0, stream, t3(a), t3(b), t3(o), a.sizes[0], a.sizes[1],
+                      a.sizes[2], b.sizes[2]);
 }
 
 Status quantize(CudaContext &ctx, const QuantizeArgs &args,
@@ -372,10 +375,11 @@ Status quantize(CudaContext &ctx, const QuantizeArgs &args,
     lock.lock();
     MLART_RETURN_IF_ERROR(resetRecord(ctx, stream));
   }
-  quantizeKernel<<<gridFor(n, kThreads, int64_t(ctx.smCount) * 32), kThreads, 0,
-                   stream>>>(t4(x), t4(out), static_cast<const float *>(s.data),
-                             n, &ctx.deviceRecord->badScale);
-  MLART_CUDA_CHECK_LAUNCH("quantizeKernel");
+  MLART_RETURN_IF_ERROR(launchKernel(
+      "quantizeKernel", quantizeKernel,
+      gridFor(n, kThreads, int64_t(ctx.smCount) * 32), kThreads, 0, stream,
+      t4(x), t4(out), static_cast<const float *>(s.data), n,
+      &ctx.deviceRecord->badScale));
   return finishChecked(ctx, stream, lock);
 }
 
@@ -394,6 +398,7 @@ struct CopyGeom {
 template <typename U>
 __global__ void copyViewKernel(const U *__restrict__ src, U *__restrict__ dst,
                                CopyGeom g, int64_t n) {
+  pdlPrologue();
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x) {
     int64_t r = i;
@@ -412,10 +417,9 @@ template <typename U>
 Status launchCopy(const void *src, void *dst, const CopyGeom &g, int64_t n,
                   cudaStream_t stream) {
   const int threads = 256;
-  copyViewKernel<U><<<gridFor(n, threads, 65535LL * 8), threads, 0, stream>>>(
-      static_cast<const U *>(src), static_cast<U *>(dst), g, n);
-  MLART_CUDA_CHECK_LAUNCH("copyView");
-  return Status::success();
+  return launchKernel("copyView", copyViewKernel<U>,
+                      gridFor(n, threads, 65535LL * 8), threads, 0, stream,
+                      static_cast<const U *>(src), static_cast<U *>(dst), g, n);
 }
 
 } // namespace

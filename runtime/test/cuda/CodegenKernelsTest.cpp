@@ -14,6 +14,7 @@
 //===----------------------------------------------------------------------===//
 #include "CudaTestUtil.h"
 
+#include "cuda/Launch.h"
 #include "mlart/Codegen.h"
 #include "mlart/KVCache.h"
 
@@ -566,6 +567,67 @@ TEST(CudaCodegen, ModulesAreLoadedOncePerDevice) {
   ASSERT_TRUE(
       dev->launchCodegenCacheWrite(copy, *k, in.args(c, *cache), nullptr).ok());
   EXPECT_EQ(dev->codegenModulesLoaded(), loaded);
+}
+
+/// Removes every occurrence of `what` from `text`.
+std::string without(std::string text, const std::string &what) {
+  for (size_t at = text.find(what); at != std::string::npos;
+       at = text.find(what, at))
+    text.erase(at, what.size());
+  return text;
+}
+
+// Programmatic dependent launch (docs/cuda.md): every fixture kernel waits
+// for the previous grid before touching memory, so it is launched with PDL
+// when PDL is on, plainly when off; the same kernel without the wait (an
+// artifact from before the compiler emitted it) always runs plainly, and
+// all three write what the library writes.
+TEST(CudaCodegen, LaunchesWithPdlOnlyKernelsThatWait) {
+  REQUIRE_FIXTURE();
+  for (const CodegenKernel &k : art->kernels())
+    EXPECT_TRUE(codegenEntryWaitsForGrids(art->modules()[k.module].ptx, k.name))
+        << k.name;
+  const Case c{signatures()[2], 64, 64, 128}; // rope + q_pe, i32 positions
+  const CodegenKernel *k = findKernel(*art, c.sig);
+  ASSERT_NE(k, nullptr);
+  Inputs in(dev, c);
+  const Result lib = run(dev, c, in, art, nullptr);
+  struct Restore {
+    ~Restore() { cuda::setPdlOverrideForTesting(std::nullopt); }
+  } restore;
+  for (bool pdl : {true, false}) {
+    SCOPED_TRACE(pdl ? "PDL on" : "PDL off");
+    cuda::setPdlOverrideForTesting(pdl);
+    const uint64_t before = dev->codegenPdlLaunches();
+    const Result gen = run(dev, c, in, art, k);
+    EXPECT_EQ(dev->codegenPdlLaunches(), before + (pdl ? 1 : 0));
+    EXPECT_TRUE(gen.cache == lib.cache && gen.kPe == lib.kPe &&
+                gen.q == lib.q && gen.kv == lib.kv);
+  }
+  cuda::setPdlOverrideForTesting(true);
+  CodegenModule old = art->modules()[k->module];
+  old.ptx = without(without(old.ptx, "griddepcontrol.wait;"),
+                    "griddepcontrol.launch_dependents;");
+  ASSERT_NE(old.ptx, art->modules()[k->module].ptx);
+  ASSERT_FALSE(codegenEntryWaitsForGrids(old.ptx, k->name));
+  old.hash = fnv1a64(old.ptx.data(), old.ptx.size());
+  in.upload(dev);
+  StatusOr<KVCache> cache = KVCache::create(*dev, in.desc);
+  ASSERT_TRUE(cache.ok());
+  ASSERT_TRUE(
+      cache->writeBytes(0, in.cacheInit.data(), in.cacheInit.size()).ok());
+  const uint64_t launches = dev->codegenLaunches(),
+                 pdlLaunches = dev->codegenPdlLaunches();
+  Status s = dev->launchCodegenCacheWrite(old, *k, in.args(c, *cache), nullptr);
+  ASSERT_TRUE(s.ok()) << s.toString();
+  ASSERT_TRUE(dev->synchronize(nullptr).ok());
+  EXPECT_EQ(dev->codegenLaunches(), launches + 1);
+  EXPECT_EQ(dev->codegenPdlLaunches(), pdlLaunches);
+  std::vector<uint8_t> bytes(in.cacheInit.size());
+  ASSERT_TRUE(cache->readBytes(0, bytes.data(), bytes.size()).ok());
+  EXPECT_TRUE(bytes == lib.cache);
+  EXPECT_TRUE(in.q.down(dev) == lib.q);
+  EXPECT_TRUE(in.kPe.down(dev) == lib.kPe);
 }
 
 } // namespace

@@ -7,12 +7,16 @@
 // vote (the separate validation's call_failed flag when prevalidated, else
 // the block scans every slot and block 0 records the first one past the
 // cache), one barrier reduction, and a failed call returns before its
-// first store; negative slots are skipped.
+// first store; negative slots are skipped. Every kernel begins with the
+// programmatic-dependent-launch prologue (docs/cuda.md): wait for the
+// previous grid, then let the next one launch.
 // CHECK: module attributes {gpu.container_module}
 // CHECK-LABEL: func.func @plain
 // CHECK: mla.kv_cache_update {{.*}} {mla.kernel = {block_threads = 576 : i32, symbol = @mla_kernels::@[[K:mla_cache_update_plain_bf16_l512_p64_in_bf16_slot_i64]], tokens_per_block = 8 : i32}}
 // CHECK: gpu.module @mla_kernels
 // CHECK: gpu.func @[[K]](%{{.*}}: memref<?xbf16, 1>, %{{.*}}: memref<?xbf16, 1>, %[[SLOTS:arg[0-9]+]]: memref<?xi64, 1>, %[[CACHE:arg[0-9]+]]: memref<?xi8, 1>, %{{.*}}: memref<?xi64, 1>, %{{.*}}: memref<?xf32, 1>, %{{.*}}: memref<?xbf16, 1>, %[[BADSLOT:arg[0-9]+]]: memref<?xi32, 1>, %{{.*}}: memref<?xi32, 1>, %[[FAILED:arg[0-9]+]]: memref<?xi32, 1>, %{{.*}}: i64, {{.*}}, %[[PRE:arg[0-9]+]]: i64) kernel attributes {known_block_size = array<i32: 576, 1, 1>, nvvm.minctasm = 3 : i32}
+// CHECK-NEXT: nvvm.griddepcontrol wait
+// CHECK-NEXT: nvvm.griddepcontrol launch_dependents
 // CHECK: %[[PREV:.*]] = arith.cmpi ne, %[[PRE]], %c0_i64 : i64
 // CHECK: %[[TID:.*]] = gpu.thread_id x
 // CHECK-NOT: store
@@ -70,6 +74,8 @@ func.func @plain(%kv_c: tensor<4x512xbf16>, %k_pe: tensor<4x64xbf16>, %slots: te
 // CHECK: mla.rope_kv_cache_update gptj {{.*}}symbol = @mla_kernels::@mla_rope_cache_update_plain_bf16_l512_p64_in_bf16_slot_i32_gptj_pos_i64_q
 // CHECK: gpu.func @mla_rope_cache_update_plain_bf16_l512_p64_in_bf16_slot_i32_gptj_pos_i64_q(%{{.*}}: memref<?xbf16, 1>, %[[KPE:arg[0-9]+]]: memref<?xbf16, 1>, %[[SLOTS:arg[0-9]+]]: memref<?xi32, 1>, %{{.*}}: memref<?xi8, 1>, %[[POS:arg[0-9]+]]: memref<?xi64, 1>, %[[CS:arg[0-9]+]]: memref<?xf32, 1>, %[[Q:arg[0-9]+]]: memref<?xbf16, 1>, %[[BADSLOT:arg[0-9]+]]: memref<?xi32, 1>, %[[BADPOS:arg[0-9]+]]: memref<?xi32, 1>,
 // CHECK-SAME: known_block_size = array<i32: 544, 1, 1>, nvvm.minctasm = 3 : i32
+// CHECK-NEXT: nvvm.griddepcontrol wait
+// CHECK-NEXT: nvvm.griddepcontrol launch_dependents
 // CHECK-NOT: store
 // CHECK: memref.load %[[SLOTS]]
 // CHECK-NOT: store
@@ -118,6 +124,8 @@ func.func @rope(%kv_c: tensor<4x512xbf16>, %k_pe: tensor<4x64xbf16>, %slots: ten
 // CHECK-LABEL: func.func @ds_mla
 // CHECK: gpu.func @mla_cache_update_fp8_ds_mla_f8e4m3fn_l512_p64_in_bf16_slot_i64
 // CHECK-SAME: known_block_size = array<i32: 640, 1, 1>, nvvm.minctasm = 3 : i32
+// CHECK-NEXT: nvvm.griddepcontrol wait
+// CHECK-NEXT: nvvm.griddepcontrol launch_dependents
 // CHECK-NOT: store
 // CHECK: vector.load %{{.*}} {alignment = 16 : i64} : memref<?xbf16, 1>, vector<8xbf16>
 // CHECK-NOT: store
