@@ -585,7 +585,7 @@ int main(int argc, char **argv) {
     Buffer lens = upload(std::vector<int32_t>(size_t(B), int32_t(L)));
     Buffer q = randomBf16(size_t(B * H * 576), rng), out = alloc(size_t(B * H * 512 * 2)),
            lse = alloc(size_t(B * H * 4));
-    for (int splits : {0, 1, 2, 3, 4, 5}) {
+    for (int splits : {0, 1, 2, 3, 4, 5, 6, 8}) {
       DecodeAttentionArgs a;
       a.q = ten(q.data(), DType::BF16, {B, H, 576});
       a.cache = cache;

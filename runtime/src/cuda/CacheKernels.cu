@@ -149,6 +149,9 @@ constexpr int kCoopUnroll = 4;
 template <int kLc, int kRc>
 __global__ void __launch_bounds__(kThreads)
     plainUpdateCoopKernel(WriteParams p) {
+  // Launched cooperatively, without the dependent-launch attribute (the
+  // wait is then a no-op); it still lets the next kernel launch early.
+  pdlPrologue();
   constexpr uint32_t kChunks = kLc + kRc;
   namespace cg = cooperative_groups;
   const uint32_t total = uint32_t(p.T) * kChunks; // host: < 2^31

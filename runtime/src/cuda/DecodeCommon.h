@@ -9,6 +9,7 @@
 #define MLART_CUDA_DECODECOMMON_H
 
 #include "cuda/CudaCommon.h"
+#include "mlart/StatusOr.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -19,6 +20,9 @@ namespace mlart::cuda {
 constexpr int kD = 576, kDv = 512, kTile = 64;
 /// Most splits of one sequence (the combine kernel's shared array).
 constexpr int kMaxSplits = 128;
+/// Most splits the 16-head kernel merges inside one thread-block cluster
+/// (the portable cluster size); more go through the combine kernel.
+constexpr int kMaxClusterSplits = 8;
 
 /// Time model of a split-KV decode launch with one CTA per SM, in a unit of
 /// the caller's choice: waves x (tiles a split x tileCost + ctaCost), plus
@@ -87,7 +91,24 @@ struct DecodeParams : DecodeIo {
   int heads, splits, bsLog2;
   float *partOut; // [B, S, H, 512]
   float *partLse; // [B, S, H]
+  /// 16-head kernel only: the `splits` CTAs of a (sequence, head group) form
+  /// one cluster and merge their partials through distributed shared memory
+  /// (partOut/partLse unused).
+  int clusterMerge;
 };
+
+/// Whether the 16-head kernel merges 2..kMaxClusterSplits splits inside a
+/// thread-block cluster instead of the workspace + combine kernel. Starts
+/// from MLART_DECODE_CLUSTER (default on; =0 off, for A/B) read once; tests
+/// flip it here. Returns the previous setting.
+bool setDecodeClusterMerge(bool on);
+/// How many decode launches merged inside a cluster so far (tests check
+/// that the path they mean to cover was taken).
+uint64_t decodeClusterLaunchCount();
+/// cudaOccupancyMaxActiveClusters of the 16-head kernel on the current
+/// device for clusters of `size` (1..kMaxClusterSplits) CTAs: how many CTAs
+/// (x size) one wave holds with the cluster merge.
+StatusOr<int> decodeMaxActiveClusters(int size);
 
 /// Heads per CTA of the many-heads path (DecodeManyHeads.cu).
 constexpr int kManyHeads = 64;

@@ -9,8 +9,11 @@
 // warp w owns tokens 16w..16w+15 of S and latent channels 128w..128w+127 of
 // O, so the 16x576 query is read from shared memory and each KV tile is read
 // from HBM exactly once per head group. Online softmax in the log2 domain.
-// Splits cover whole tiles; a combine kernel merges the partial outputs with
-// their LSEs (skipped when there is one split).
+// Splits cover whole tiles. With 2..8 splits the CTAs of one (sequence,
+// head group) form a thread-block cluster and merge their partial outputs
+// through distributed shared memory at the end of the kernel; with more (or
+// MLART_DECODE_CLUSTER=0) the partials go to a workspace and a combine
+// kernel merges them with their LSEs (nothing to merge with one split).
 //
 // Every other dtype/layout/head count takes a simple CUDA-core fallback (one
 // CTA per (sequence, head)), as does prefillAttention (one CTA per (token,
@@ -23,6 +26,9 @@
 #include "cuda/Launch.h"
 #include "cpu/TensorAccess.h"
 
+#include <cooperative_groups.h>
+
+#include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <string>
@@ -122,6 +128,124 @@ __device__ __forceinline__ int seqLenChecked(const DecodeParams &p, int b) {
     return -1;
   }
   return len;
+}
+
+// Cluster merge: each CTA's normalised partial (16 heads x 512 f32, rows
+// padded so the epilogue's float2 stores are conflict-free) and its 16 LSEs
+// go to its KV staging buffers, free once the tile loop is done.
+constexpr int kPartRow = kDv + 8;
+static_assert(size_t(kHeads * kPartRow + kHeads) * sizeof(float) <=
+                  size_t(2 * kTile * kRowEl) * 2,
+              "the partial fits in the KV staging buffers");
+static_assert(size_t(2 * kMaxClusterSplits * kHeads + kHeads) <=
+                  size_t(4 * kHeads * kSRow),
+              "the merge weights fit in the partial-score buffer");
+
+/// Writes this CTA's partial into its shared memory, waits for the whole
+/// cluster, then merges channel slice `rank` of all 16 heads from every
+/// rank's shared memory with combineKernel's weights and order (split
+/// order), and writes the output (rank 0 also the LSE). Every thread of
+/// every CTA must call it: it holds two cluster barriers, the last one so no
+/// CTA exits while another still reads its shared memory.
+__device__ __forceinline__ void
+clusterMergeEpilogue(const DecodeParams &p, const float (&o)[16][4],
+                     const float (&inv)[2], const float (&lseV)[2], float *part,
+                     float *scratch, int b, int h0) {
+  namespace cg = cooperative_groups;
+  const cg::cluster_group cluster = cg::this_cluster();
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int g = lane >> 2, q4 = lane & 3;
+  float *partLse = part + kHeads * kPartRow;
+#pragma unroll
+  for (int i = 0; i < 16; ++i) {
+    const int col = warp * 128 + i * 8 + q4 * 2;
+#pragma unroll
+    for (int r = 0; r < 2; ++r)
+      *reinterpret_cast<float2 *>(part + (g + 8 * r) * kPartRow + col) =
+          make_float2(o[i][2 * r] * inv[r], o[i][2 * r + 1] * inv[r]);
+  }
+  if (q4 == 0 && warp == 0) {
+    partLse[g] = lseV[0];
+    partLse[g + 8] = lseV[1];
+  }
+  cluster.sync(); // release/acquire: every rank's partial is visible
+
+  const int S = p.splits, rank = int(cluster.block_rank());
+  float *lseAll = scratch;                          // [S][16]
+  float *wgt = lseAll + kMaxClusterSplits * kHeads; // [S][16], -1: empty
+  float *invH = wgt + kMaxClusterSplits * kHeads;   // [16]
+  if (tid < S * kHeads)
+    lseAll[tid] = cluster.map_shared_rank(partLse, tid / kHeads)[tid % kHeads];
+  __syncthreads();
+  if (tid < kHeads) {
+    float mx = -INFINITY;
+    for (int s = 0; s < S; ++s)
+      mx = fmaxf(mx, lseAll[s * kHeads + tid]);
+    float total = 0.0f; // in split order, as combineKernel
+    for (int s = 0; s < S; ++s) {
+      const float lse = lseAll[s * kHeads + tid];
+      const float w = lse == -INFINITY ? -1.0f : expf(lse - mx);
+      wgt[s * kHeads + tid] = w;
+      total += mx == -INFINITY ? 0.0f : fmaxf(w, 0.0f);
+    }
+    invH[tid] = total > 0.0f ? 1.0f / total : 0.0f;
+    if (p.lse && rank == 0)
+      p.lse[b * p.lS0 + (h0 + tid) * p.lS1] =
+          total > 0.0f ? mx + logf(total) : -INFINITY;
+  }
+  __syncthreads();
+
+  // Rank r owns float4 columns [c0, c1) of every head; four items a thread
+  // a round, so each rank's loads of the round are in flight together.
+  constexpr int kCols4 = kDv / 4, kPerRound = 4;
+  const int c0 = rank * kCols4 / S, c1 = (rank + 1) * kCols4 / S;
+  const int n4 = c1 - c0, items = kHeads * n4;
+  for (int base = 0; base < items; base += kPerRound * kThreadsTc) {
+    float4 acc[kPerRound];
+    int hh[kPerRound], cc[kPerRound];
+#pragma unroll
+    for (int j = 0; j < kPerRound; ++j) {
+      const int it = base + j * kThreadsTc + tid;
+      hh[j] = it < items ? it / n4 : -1;
+      cc[j] = it < items ? c0 + it % n4 : 0;
+      acc[j] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    }
+    for (int s = 0; s < S; ++s) {
+      const float *src = cluster.map_shared_rank(part, s);
+#pragma unroll
+      for (int j = 0; j < kPerRound; ++j) {
+        const float w = hh[j] < 0 ? -1.0f : wgt[s * kHeads + hh[j]];
+        if (w >= 0.0f) {
+          const float4 v = *reinterpret_cast<const float4 *>(
+              src + hh[j] * kPartRow + 4 * cc[j]);
+          acc[j].x += w * v.x;
+          acc[j].y += w * v.y;
+          acc[j].z += w * v.z;
+          acc[j].w += w * v.w;
+        }
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < kPerRound; ++j) {
+      if (hh[j] < 0)
+        continue;
+      const float iv = invH[hh[j]];
+      const int64_t off = b * p.oS0 + (h0 + hh[j]) * p.oS1 + 4 * cc[j];
+      if (p.outType == int(DType::BF16)) {
+        // Strides are even: two 4-byte stores (8-byte ones need % 4).
+        uint32_t *d =
+            reinterpret_cast<uint32_t *>(static_cast<uint16_t *>(p.out) + off);
+        d[0] = packBf16(acc[j].x * iv, acc[j].y * iv);
+        d[1] = packBf16(acc[j].z * iv, acc[j].w * iv);
+      } else {
+        storeF(p.out, p.outType, off, acc[j].x * iv);
+        storeF(p.out, p.outType, off + 1, acc[j].y * iv);
+        storeF(p.out, p.outType, off + 2, acc[j].z * iv);
+        storeF(p.out, p.outType, off + 3, acc[j].w * iv);
+      }
+    }
+  }
+  cluster.sync(); // no CTA exits while another reads its shared memory
 }
 
 template <bool kSplitK>
@@ -408,6 +532,11 @@ __global__ void __launch_bounds__(kThreadsTc, 1)
     }
     return;
   }
+  if (p.clusterMerge) {
+    clusterMergeEpilogue(p, o, inv, lseV, reinterpret_cast<float *>(Ks), Sred,
+                         b, h0);
+    return;
+  }
   float *po = p.partOut + ((int64_t(b) * p.splits + split) * H) * kDv;
 #pragma unroll
   for (int i = 0; i < 16; ++i) {
@@ -615,6 +744,97 @@ Status finish(CudaContext &ctx, cudaStream_t stream,
   return s;
 }
 
+/// MLART_DECODE_CLUSTER (default on, =0 off), read once.
+std::atomic<bool> &clusterKnob() {
+  static std::atomic<bool> on([] {
+    const char *v = std::getenv("MLART_DECODE_CLUSTER");
+    return !(v && v[0] == '0');
+  }());
+  return on;
+}
+
+std::atomic<uint64_t> &clusterLaunches() {
+  static std::atomic<uint64_t> n{0};
+  return n;
+}
+
+using TcKernel = void (*)(DecodeParams);
+
+/// The 16-head kernel in use: MLART_DECODE_VARIANT=0 selects the first
+/// tensor-core variant (S split by tokens); the default splits S by the
+/// reduction dimension.
+bool tcSplitK() {
+  static const bool splitK = [] {
+    const char *v = std::getenv("MLART_DECODE_VARIANT");
+    return !(v && v[0] == '0');
+  }();
+  return splitK;
+}
+TcKernel tcKernel(bool splitK) {
+  return splitK ? decodeTcKernel<true> : decodeTcKernel<false>;
+}
+
+/// Raises the kernel's shared-memory limit and fills the launch
+/// configuration of a grid; no launch attributes yet.
+Status tcLaunchConfig(TcKernel kernel, dim3 grid, cudaStream_t stream,
+                      cudaLaunchConfig_t *cfg) {
+  MLART_CUDA_CHECK(
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           int(kSmemTc)),
+      "cudaFuncSetAttribute(decodeTcKernel)");
+  *cfg = cudaLaunchConfig_t{};
+  cfg->gridDim = grid;
+  cfg->blockDim = dim3(kThreadsTc);
+  cfg->dynamicSmemBytes = kSmemTc;
+  cfg->stream = stream;
+  return Status::success();
+}
+
+/// cudaOccupancyMaxActiveClusters of `kernel` launched as `cfg` with
+/// clusters of `size` CTAs along x.
+Status maxActiveClusters(TcKernel kernel, cudaLaunchConfig_t cfg, int size,
+                         int *clusters) {
+  cudaLaunchAttribute cl;
+  cl.id = cudaLaunchAttributeClusterDimension;
+  cl.val.clusterDim.x = unsigned(size);
+  cl.val.clusterDim.y = 1;
+  cl.val.clusterDim.z = 1;
+  cfg.attrs = &cl;
+  cfg.numAttrs = 1;
+  *clusters = 0;
+  MLART_CUDA_CHECK(cudaOccupancyMaxActiveClusters(clusters, kernel, &cfg),
+                   "cudaOccupancyMaxActiveClusters(decodeTcKernel, " +
+                       std::to_string(size) + ")");
+  return Status::success();
+}
+
+/// Whether the device can hold clusters of `size` (2..kMaxClusterSplits)
+/// CTAs of the kernel as `cfg` launches it; asked once per device (up to
+/// kCachedDevices), kernel variant and size.
+Status clusterFits(int ordinal, bool splitK, const cudaLaunchConfig_t &cfg,
+                   int size, bool *fits) {
+  constexpr int kCachedDevices = 64;
+  // 0: not asked yet, 1: no, 2: yes.
+  static std::atomic<uint8_t> known[kCachedDevices][2][kMaxClusterSplits + 1];
+  std::atomic<uint8_t> *slot = ordinal >= 0 && ordinal < kCachedDevices
+                                   ? &known[ordinal][splitK][size]
+                                   : nullptr;
+  if (slot) {
+    const uint8_t k = slot->load(std::memory_order_relaxed);
+    if (k != 0) {
+      *fits = k == 2;
+      return Status::success();
+    }
+  }
+  int clusters = 0;
+  MLART_RETURN_IF_ERROR(
+      maxActiveClusters(tcKernel(splitK), cfg, size, &clusters));
+  *fits = clusters > 0;
+  if (slot)
+    slot->store(*fits ? 2 : 1, std::memory_order_relaxed);
+  return Status::success();
+}
+
 } // namespace
 
 /// The split count the fast path uses for a launch: about two CTAs per SM,
@@ -626,9 +846,29 @@ int decodeSplitHeuristic(int smCount, int64_t batch, int64_t headGroups,
   // fill, epilogue), plus ~1 tile for the combine launch when split.
   // Minimising that avoids a last, mostly idle wave (B=64, H=16, L=4096
   // on 132 SMs: 5 splits = 320 CTAs = 2.4 waves; 2 splits = 1 wave).
+  // With 2..8 splits the merge now runs inside a cluster (no combine launch)
+  // and a wave holds clusters x size CTAs; the constants stay until the
+  // forced-split sweep is measured (docs/cuda.md).
   return chooseDecodeSplits(smCount, batch * headGroups, maxLen,
                             SplitCostModel{/*tileCost=*/1.0, /*ctaCost=*/2.0,
                                            /*combineCost=*/1.0});
+}
+
+bool setDecodeClusterMerge(bool on) { return clusterKnob().exchange(on); }
+
+uint64_t decodeClusterLaunchCount() { return clusterLaunches().load(); }
+
+StatusOr<int> decodeMaxActiveClusters(int size) {
+  if (size < 1 || size > kMaxClusterSplits)
+    return invalidArgument("cluster size must be 1.." +
+                           std::to_string(kMaxClusterSplits));
+  const TcKernel kernel = tcKernel(tcSplitK());
+  cudaLaunchConfig_t cfg;
+  MLART_RETURN_IF_ERROR(
+      tcLaunchConfig(kernel, dim3(unsigned(size)), nullptr, &cfg));
+  int clusters = 0;
+  MLART_RETURN_IF_ERROR(maxActiveClusters(kernel, cfg, size, &clusters));
+  return clusters;
 }
 
 Status decodeAttention(CudaContext &ctx, const DecodeAttentionArgs &a,
@@ -725,8 +965,43 @@ Status decodeAttention(CudaContext &ctx, const DecodeAttentionArgs &a,
   p.splits = splits;
   p.partOut = nullptr;
   p.partLse = nullptr;
+  p.clusterMerge = 0;
+
+  // The 16-head kernel's launch: with 2..kMaxClusterSplits splits the CTAs
+  // of a (sequence, head group) form one cluster along x (grid.x = splits)
+  // and merge in the kernel, when the device can place such clusters.
+  const bool splitK = tcSplitK();
+  const TcKernel kernel = tcKernel(splitK);
+  cudaLaunchConfig_t cfg = {};
+  cudaLaunchAttribute attrs[2]; // cluster shape, dependent launch
+  if (!many) {
+    MLART_RETURN_IF_ERROR(tcLaunchConfig(
+        kernel, dim3(unsigned(splits), unsigned(B), unsigned(H / kHeads)),
+        stream, &cfg));
+    bool fits = false;
+    if (splits >= 2 && splits <= kMaxClusterSplits && clusterKnob().load())
+      MLART_RETURN_IF_ERROR(
+          clusterFits(ctx.ordinal, splitK, cfg, splits, &fits));
+    cfg.attrs = attrs;
+    cfg.numAttrs = 0;
+    if (fits) {
+      cudaLaunchAttribute &cl = attrs[cfg.numAttrs++];
+      cl.id = cudaLaunchAttributeClusterDimension;
+      cl.val.clusterDim.x = unsigned(splits);
+      cl.val.clusterDim.y = 1;
+      cl.val.clusterDim.z = 1;
+      p.clusterMerge = 1;
+    }
+    if (pdlEnabled()) { // the kernel begins with pdlPrologue()
+      cudaLaunchAttribute &pd = attrs[cfg.numAttrs++];
+      pd.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+      pd.val.programmaticStreamSerializationAllowed = 1;
+    }
+  }
+
   void *work = nullptr;
-  if (splits > 1) {
+  const bool combine = splits > 1 && !p.clusterMerge;
+  if (combine) {
     const size_t outBytes = size_t(B) * splits * H * kDv * sizeof(float);
     const size_t lseBytes = size_t(B) * splits * H * sizeof(float);
     MLART_CUDA_CHECK(cudaMallocAsync(&work, outBytes + lseBytes, stream),
@@ -738,23 +1013,13 @@ Status decodeAttention(CudaContext &ctx, const DecodeAttentionArgs &a,
   if (many) {
     MLART_RETURN_IF_ERROR(launchDecodeManyHeads(p, B, stream));
   } else {
-  // MLART_DECODE_VARIANT=0 selects the first tensor-core variant (S split
-  // by tokens); the default splits S by the reduction dimension.
-  static const bool splitK = [] {
-    const char *v = std::getenv("MLART_DECODE_VARIANT");
-    return !(v && v[0] == '0');
-  }();
-  auto kernel = splitK ? decodeTcKernel<true> : decodeTcKernel<false>;
-  MLART_CUDA_CHECK(cudaFuncSetAttribute(kernel,
-                                        cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                        int(kSmemTc)),
-                   "cudaFuncSetAttribute(decodeTcKernel)");
-  MLART_RETURN_IF_ERROR(launchKernel(
-      "decodeTcKernel", kernel,
-      dim3(unsigned(splits), unsigned(B), unsigned(H / kHeads)), kThreadsTc,
-      kSmemTc, stream, p));
+    MLART_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, p),
+                     "cudaLaunchKernelEx(decodeTcKernel)");
+    MLART_CUDA_CHECK_LAUNCH("decodeTcKernel");
+    if (p.clusterMerge)
+      clusterLaunches().fetch_add(1, std::memory_order_relaxed);
   }
-  if (splits > 1) {
+  if (combine) {
     MLART_RETURN_IF_ERROR(launchKernel("combineKernel", combineKernel,
                                        dim3(unsigned(H), unsigned(B)), 128, 0,
                                        stream, p, kDv));

@@ -1,5 +1,6 @@
 //===- CudaKernelsTest.cpp - Every CUDA kernel against the CPU reference --===//
 #include "CudaTestUtil.h"
+#include "cuda/DecodeCommon.h"
 
 #include <algorithm>
 #include <numeric>
@@ -534,6 +535,150 @@ TEST(CudaDecodeGraph, ManyHeadsReplaysWithNewData) {
     ASSERT_TRUE(graph.ok()) << graph.status().message();
     for (int replay = 0; replay < 3; ++replay) {
       in.refill(dev);
+      ASSERT_TRUE(dev->synchronize().ok());
+      s = dev->launchGraph(*graph, st);
+      ASSERT_TRUE(s.ok()) << s.message();
+      ASSERT_TRUE(dev->synchronize(st).ok());
+      in.expectMatchesCpu(dev, "replay " + std::to_string(replay) + ", " + tag);
+    }
+    dev->destroyGraph(*graph);
+  }
+}
+
+// --- Decode splits merged inside a thread-block cluster. --------------------
+// The 16-head kernel merges 2..8 splits through distributed shared memory;
+// setDecodeClusterMerge (the MLART_DECODE_CLUSTER knob) switches back to the
+// workspace + combine kernel, so every case runs both ways.
+struct ClusterMergeSetting {
+  bool previous;
+  explicit ClusterMergeSetting(bool on)
+      : previous(cuda::setDecodeClusterMerge(on)) {}
+  ~ClusterMergeSetting() { cuda::setDecodeClusterMerge(previous); }
+};
+
+/// Scales the valid rows of split `s(b)` of every sequence by `factor`
+/// (latent and rope: keys and values), so that split's scores and hence its
+/// LSE dwarf the others': a merge with wrong weights is far off.
+void scaleOneSplit(DecodeInputs &in, CudaDevice *d, int splits, float factor) {
+  const auto lens = in.len.host;
+  for (int64_t b = 0; b < in.c.B; ++b) {
+    int32_t len;
+    std::memcpy(&len, lens.data() + 4 * b, 4);
+    const int64_t tiles = (len + 63) / 64, per = (tiles + splits - 1) / splits;
+    const int64_t s = b % splits;
+    const int64_t p1 = std::min<int64_t>(len, (s + 1) * per * 64);
+    for (int64_t pos = s * per * 64; pos < p1; ++pos) {
+      int32_t id;
+      std::memcpy(&id,
+                  in.tab.host.data() +
+                      4 * (b * in.maxBlocks + pos / in.c.blockSize),
+                  4);
+      uint8_t *row = in.cache.bytes.host.data() +
+                     (id * in.c.blockSize + pos % in.c.blockSize) *
+                         in.cache.desc.rowBytes();
+      for (size_t i = 0; i < 576; ++i)
+        storeFromFloat(row, in.c.cacheType, i,
+                       factor * loadAsFloat(row, in.c.cacheType, i));
+    }
+  }
+  in.cache.bytes.up(d);
+}
+
+// How many clusters of each size the device holds (logged: the split
+// heuristic counts waves of smCount CTAs; with the cluster merge a wave is
+// clusters x size CTAs). Every size must fit, or the merge never runs.
+TEST(CudaDecodeCluster, EverySizeFits) {
+  REQUIRE_GPU();
+  for (int size = 1; size <= cuda::kMaxClusterSplits; ++size) {
+    StatusOr<int> n = cuda::decodeMaxActiveClusters(size);
+    ASSERT_TRUE(n.ok()) << n.status().message();
+    std::printf("[cluster] size %d: %d clusters = %d CTAs a wave\n", size, *n,
+                *n * size);
+    EXPECT_GT(*n, 0) << "size " << size;
+  }
+}
+
+// Forced splits 2..8 (the cluster sizes) on the 16-head kernel, H 16 and 32,
+// lengths 0, 1, 63, 64, 65, 127, 129, the maximum and random (so some
+// splits hold no tile), bf16 and f32 output, with and without the cluster
+// merge; once with one split of each sequence dominating the softmax.
+TEST(CudaDecodeCluster, ForcedSplitsMatchCpuBothWays) {
+  REQUIRE_GPU();
+  for (bool cluster : {true, false}) {
+    ClusterMergeSetting setting(cluster);
+    for (int splits = 2; splits <= cuda::kMaxClusterSplits; ++splits)
+      for (int64_t H : {16, 32})
+        for (int variant = 0; variant < 3; ++variant) {
+          const std::string tag = std::string(cluster ? "cluster" : "combine") +
+                                  ", splits " + std::to_string(splits) +
+                                  ", H " + std::to_string(H) +
+                                  (variant == 1 ? ", f32 out" : "") +
+                                  (variant == 2 ? ", one split dominates" : "");
+          SCOPED_TRACE(tag);
+          DecodeInputs in(dev, DecodeCase{18, H, variant == 1 ? 32 : 64,
+                                          CacheLayout::Plain, DType::BF16,
+                                          DType::BF16, splits, 600, 1});
+          if (variant == 1) {
+            in.out = Arr(dev, DType::F32, {in.c.B, H, 512});
+            in.out.poison();
+            in.out.up(dev);
+          }
+          if (variant == 2)
+            scaleOneSplit(in, dev, splits, 8.0f);
+          const uint64_t before = cuda::decodeClusterLaunchCount();
+          Status s = dev->kernels().decodeAttention(in.deviceArgs(), nullptr);
+          ASSERT_TRUE(s.ok()) << s.message();
+          EXPECT_EQ(cuda::decodeClusterLaunchCount() - before,
+                    cluster ? 1u : 0u)
+              << "the cluster path was (not) taken";
+          in.expectMatchesCpu(dev, tag);
+        }
+  }
+}
+
+// Above 8 splits the combine kernel runs even with the cluster merge on.
+TEST(CudaDecodeCluster, MoreThanEightSplitsUseTheCombineKernel) {
+  REQUIRE_GPU();
+  ClusterMergeSetting setting(true);
+  for (int splits : {9, 16}) {
+    SCOPED_TRACE("splits " + std::to_string(splits));
+    DecodeInputs in(dev, DecodeCase{9, 16, 64, CacheLayout::Plain, DType::BF16,
+                                    DType::BF16, splits, 1100, 1});
+    scaleOneSplit(in, dev, splits, 8.0f);
+    const uint64_t before = cuda::decodeClusterLaunchCount();
+    Status s = dev->kernels().decodeAttention(in.deviceArgs(), nullptr);
+    ASSERT_TRUE(s.ok()) << s.message();
+    EXPECT_EQ(cuda::decodeClusterLaunchCount(), before);
+    in.expectMatchesCpu(dev, "splits " + std::to_string(splits));
+  }
+}
+
+// The cluster launch inside a CUDA graph: replays with new data match.
+TEST(CudaDecodeGraph, ClusterMergeReplaysWithNewData) {
+  REQUIRE_GPU();
+  ClusterMergeSetting setting(true);
+  StatusOr<Stream> stream = dev->createStream();
+  ASSERT_TRUE(stream.ok()) << stream.status().message();
+  StreamHandle st = stream->handle();
+  for (int splits : {2, 8}) {
+    const std::string tag = "splits " + std::to_string(splits);
+    DecodeInputs in(dev, DecodeCase{9, 32, 64, CacheLayout::Plain, DType::BF16,
+                                    DType::BF16, splits, 700, 1});
+    Status s = dev->kernels().decodeAttention(in.deviceArgs(), st);
+    ASSERT_TRUE(s.ok()) << s.message();
+    ASSERT_TRUE(dev->synchronize(st).ok());
+    in.expectMatchesCpu(dev, "eager, " + tag);
+    const uint64_t before = cuda::decodeClusterLaunchCount();
+    ASSERT_TRUE(dev->beginCapture(st).ok());
+    s = dev->kernels().decodeAttention(in.deviceArgs(), st);
+    StatusOr<GraphHandle> graph = dev->endCapture(st);
+    ASSERT_TRUE(s.ok()) << s.message();
+    ASSERT_TRUE(graph.ok()) << graph.status().message();
+    EXPECT_EQ(cuda::decodeClusterLaunchCount() - before, 1u);
+    for (int replay = 0; replay < 3; ++replay) {
+      in.refill(dev);
+      if (replay == 2)
+        scaleOneSplit(in, dev, splits, 8.0f);
       ASSERT_TRUE(dev->synchronize().ok());
       s = dev->launchGraph(*graph, st);
       ASSERT_TRUE(s.ok()) << s.message();
