@@ -4,7 +4,7 @@
 //                  [--cache-only] [--decode-h=H] [--decode-b=B] [--decode-l=L]
 //                  [--no-ceilings] [--codegen-only]
 //                  [--step=ARTIFACT ...] [--step-context=L] [--step-only]
-//                  [--update-t=T]
+//                  [--update-t=T] [--gemm-only]
 // Times every kernel with CUDA events (warm-up, then the median of many
 // individually bracketed calls), and measures in the same run the two
 // ceilings: a large device-to-device copy (bytes read + written) and a cuBLAS
@@ -183,6 +183,90 @@ TensorRef ten(void *p, DType t, std::initializer_list<int64_t> s) {
   return TensorRef::contiguous(p, t, s);
 }
 
+/// The decode step's dense projections at B = 64 (DeepSeek-V2-Lite), each
+/// through cuBLAS and through the skinny kernel (MLART_SKINNY_GEMM=0 / 1,
+/// read at every call). As in the step, the weights come from DRAM: calls
+/// rotate over copies of each weight spanning 128 MB (> 2x the 60 MB L2),
+/// else a 20-call graph would re-read one weight from L2. Bytes: the
+/// weights only, what must stream once per call. A last row per path sums
+/// the five.
+void benchStepGemms(const KernelLibrary &k, std::mt19937 &rng) {
+  const int64_t B = 64, H = 16;
+  const double kColdBytes = 128.0 * (1 << 20);
+  std::vector<Buffer> keep;
+  auto random = [&](int64_t n) { keep.push_back(randomBf16(size_t(n), rng)); return keep.back().data(); };
+  auto empty = [&](int64_t n) { keep.push_back(alloc(size_t(n) * 2)); return keep.back().data(); };
+  struct Call {
+    std::string name, shape;
+    double weightBytes;
+    std::function<Status(void *w)> fn; // the call with weight copy w
+    std::vector<void *> copies;
+    size_t next = 0;
+  };
+  std::vector<Call> calls;
+  auto weights = [&](Call &c, int64_t elems) {
+    const int n = std::max(1, int(std::ceil(kColdBytes / (2.0 * double(elems)))));
+    for (int i = 0; i < n; ++i)
+      c.copies.push_back(random(elems));
+  };
+  struct Lin { int64_t n, k; const char *name; };
+  for (Lin l : {Lin{3072, 2048, "q_proj"}, Lin{576, 2048, "kv_a_proj"}, Lin{2048, 2048, "o_proj"}}) {
+    TensorRef x = ten(random(B * l.k), DType::BF16, {B, l.k});
+    TensorRef out = ten(empty(B * l.n), DType::BF16, {B, l.n});
+    Call c{std::string("linear ") + l.name,
+           "64x" + std::to_string(l.k) + "->" + std::to_string(l.n),
+           double(l.n * l.k) * 2, [&k, x, out, l](void *w) {
+             return k.linear({x, ten(w, DType::BF16, {l.n, l.k}), out}, gStream);
+           }};
+    weights(c, l.n * l.k);
+    calls.push_back(std::move(c));
+  }
+  {
+    TensorRef q = ten(empty(B * H * 576), DType::BF16, {B, H, 576});
+    q.sizes[2] = 512; // q_absorb writes the latent part of the assembled query
+    TensorRef qn = ten(random(B * H * 128), DType::BF16, {B, H, 128});
+    Call c{"q_absorb", "64x16x128->512", double(H * 128 * 512) * 2,
+           [&k, qn, q, H](void *w) {
+             return k.qAbsorb({qn, ten(w, DType::BF16, {H, 128, 512}), q}, gStream);
+           }};
+    weights(c, H * 128 * 512);
+    calls.push_back(std::move(c));
+    TensorRef ol = ten(random(B * H * 512), DType::BF16, {B, H, 512});
+    TensorRef vo = ten(empty(B * H * 128), DType::BF16, {B, H, 128});
+    Call v{"v_up", "64x16x512->128", double(H * 512 * 128) * 2,
+           [&k, ol, vo, H](void *w) {
+             return k.vUp({ol, ten(w, DType::BF16, {H, 512, 128}), vo}, gStream);
+           }};
+    weights(v, H * 512 * 128);
+    calls.push_back(std::move(v));
+  }
+  for (const char *mode : {"0", "1"}) {
+    setenv("MLART_SKINNY_GEMM", mode, 1);
+    const std::string tag = mode[0] == '1' ? " [skinny]" : " [cublas]";
+    Status s = calls[0].fn(calls[0].copies[0]);
+    if (!s.ok()) { // no cuBLAS: the library reports Unavailable
+      std::printf("(step GEMM rows%s skipped: %s)\n", tag.c_str(), s.message().c_str());
+      continue;
+    }
+    double sumMs = 0, sumBytes = 0;
+    for (Call &c : calls) {
+      auto fn = [&c] {
+        CHECK(c.fn(c.copies[c.next]));
+        c.next = (c.next + 1) % c.copies.size();
+      };
+      double ms = graphMs(fn);
+      const double call = timeMs(fn);
+      if (std::isnan(ms))
+        ms = call;
+      add("step " + c.name + tag, c.shape, ms, c.weightBytes, 0, call);
+      sumMs += ms;
+      sumBytes += c.weightBytes;
+    }
+    add("step gemms sum" + tag, "5 projections", sumMs, sumBytes, 0);
+  }
+  unsetenv("MLART_SKINNY_GEMM");
+}
+
 /// Generated (docs/codegen.md) vs library cache-write kernels, side by side,
 /// when MLART_CODEGEN_ARTIFACT names the fixture artifact
 /// (runtime/test/cuda/Inputs/codegen-kernels.mlir compiled by mla-opt +
@@ -304,6 +388,7 @@ int main(int argc, char **argv) {
   std::string jsonPath = "mla-bench.json";
   bool quick = false, decodeOnly = false, noH128 = false, cacheOnly = false;
   bool noCeilings = false, codegenOnly = false, stepOnly = false;
+  bool gemmOnly = false; // ceilings + the step GEMM rows (cuBLAS vs skinny)
   std::vector<std::string> stepPaths;
   int64_t stepContext = 4095;
   int64_t updateT = 0;
@@ -334,6 +419,8 @@ int main(int argc, char **argv) {
       stepContext = std::atoll(argv[i] + 15);
     else if (std::string(argv[i]) == "--step-only")
       stepOnly = true;
+    else if (std::string(argv[i]) == "--gemm-only")
+      gemmOnly = true;
     else if (std::string(argv[i]).rfind("--update-t=", 0) == 0)
       updateT = std::atoll(argv[i] + 11); // only cache_update at this T
     else
@@ -370,7 +457,7 @@ int main(int argc, char **argv) {
     add("ceiling:copy", "2 GiB d2d (r+w)", ms, 2.0 * double(n), 0);
   }
   // Generated (PTX) cache writers beside the library's (docs/codegen.md).
-  if ((!decodeOnly || codegenOnly) && !updateT)
+  if ((!decodeOnly || codegenOnly) && !updateT && !gemmOnly)
     benchCodegen(*dev, quick, rng);
   if (codegenOnly)
     return 0;
@@ -390,6 +477,11 @@ int main(int argc, char **argv) {
       add("ceiling:gemm", "bf16 8192^3 (cuBLAS)", ms, 3.0 * n * n * 2,
           2.0 * double(n) * n * n);
     }
+  }
+  if (gemmOnly) {
+    benchStepGemms(k, rng);
+    writeJson(jsonPath, dev->deviceName());
+    return 0;
   }
 
   // Whole compiled decode steps (mla-gen | mla-opt | mla-translate), eager
@@ -534,40 +626,9 @@ int main(int argc, char **argv) {
       auto fn = [&] { CHECK(k.qConcat(a, gStream)); };
       add("step q_concat", "64x16x(512+64)", graphMs(fn), 2.0 * B * H * 576 * 2, 0, timeMs(fn));
     }
-    struct Lin { int64_t n, k; const char *name; };
-    for (Lin l : {Lin{3072, 2048, "q_proj"}, Lin{576, 2048, "kv_a_proj"}, Lin{2048, 2048, "o_proj"}}) {
-      Buffer wt = randomBf16(size_t(l.n * l.k), rng), xi = randomBf16(size_t(B * l.k), rng),
-             out = alloc(size_t(B * l.n * 2));
-      LinearArgs a{ten(xi.data(), DType::BF16, {B, l.k}), ten(wt.data(), DType::BF16, {l.n, l.k}),
-                   ten(out.data(), DType::BF16, {B, l.n})};
-      Status st = k.linear(a, gStream);
-      if (!st.ok())
-        break;
-      auto fn = [&] { CHECK(k.linear(a, gStream)); };
-      add(std::string("step linear ") + l.name,
-          "64x" + std::to_string(l.k) + "->" + std::to_string(l.n), graphMs(fn),
-          double(l.n * l.k + B * l.k + B * l.n) * 2, 2.0 * B * l.n * l.k, timeMs(fn));
-    }
-    {
-      Buffer qn = randomBf16(size_t(B * H * 128), rng), wuk = randomBf16(size_t(H * 128 * 512), rng),
-             qo = alloc(size_t(B * H * 576 * 2));
-      TensorRef out = ten(qo.data(), DType::BF16, {B, H, 576});
-      out.sizes[2] = 512;
-      QAbsorbArgs a{ten(qn.data(), DType::BF16, {B, H, 128}), ten(wuk.data(), DType::BF16, {H, 128, 512}), out};
-      if (k.qAbsorb(a, gStream).ok()) {
-        auto fn = [&] { CHECK(k.qAbsorb(a, gStream)); };
-        add("step q_absorb", "64x16x128->512", graphMs(fn),
-            double(H * 128 * 512 + B * H * 128 + B * H * 512) * 2, 2.0 * B * H * 128 * 512, timeMs(fn));
-        Buffer ol = randomBf16(size_t(B * H * 512), rng), wuv = randomBf16(size_t(H * 512 * 128), rng),
-               vo = alloc(size_t(B * H * 128 * 2));
-        VUpArgs v{ten(ol.data(), DType::BF16, {B, H, 512}), ten(wuv.data(), DType::BF16, {H, 512, 128}),
-                  ten(vo.data(), DType::BF16, {B, H, 128})};
-        auto fn2 = [&] { CHECK(k.vUp(v, gStream)); };
-        add("step v_up", "64x16x512->128", graphMs(fn2),
-            double(H * 512 * 128 + B * H * 512 + B * H * 128) * 2, 2.0 * B * H * 128 * 512, timeMs(fn2));
-      }
-    }
   }
+  if (!decodeOnly)
+    benchStepGemms(k, rng);
 
   // Decode attention at the step's shape (B=64, H=16, L=4096, 65-block
   // table as the compiled step has), heuristic (splits=0) and forced splits.

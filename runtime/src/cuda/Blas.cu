@@ -1,6 +1,7 @@
-//===- Blas.cu - qAbsorb, vUp and linear through cuBLAS -------------------===//
+//===- Blas.cu - qAbsorb, vUp and linear: skinny kernel or cuBLAS ---------===//
 #include "cuda/Blas.h"
 #include "cuda/CudaCommon.h"
+#include "cuda/SkinnyGemm.h"
 #include "cpu/TensorAccess.h"
 
 #include <algorithm>
@@ -122,6 +123,9 @@ Status perHead(CudaContext &ctx, const TensorRef &x, const char *xName,
   MLART_RETURN_IF_ERROR(checkDim(out, "out", 1, x.sizes[1]));
   MLART_RETURN_IF_ERROR(checkDim(out, "out", 2, w.sizes[2]));
   MLART_RETURN_IF_ERROR(checkGemmTypes(x, w, out, what));
+  StatusOr<bool> skinny = skinnyPerHead(ctx, x, w, out, stream);
+  if (!skinny.ok() || *skinny)
+    return skinny.status();
   const int64_t B = x.sizes[0], H = x.sizes[1], K = x.sizes[2],
                 N = w.sizes[2];
   // Per head: out_h [B, N] = x_h [B, K] @ w_h [K, N] (row-major), i.e.
@@ -156,6 +160,9 @@ Status linear(CudaContext &ctx, const LinearArgs &a, cudaStream_t s) {
   MLART_RETURN_IF_ERROR(checkDim(a.out, "out", 0, T));
   MLART_RETURN_IF_ERROR(checkDim(a.out, "out", 1, N));
   MLART_RETURN_IF_ERROR(checkGemmTypes(a.x, a.weight, a.out, "linear"));
+  StatusOr<bool> skinny = skinnyLinear(ctx, a, s);
+  if (!skinny.ok() || *skinny)
+    return skinny.status();
   // Column-major: out^T [N, T] = W [N, K] (stored as K x N col-major, op T)
   // times x^T [K, T].
   return ctx.blas->gemm(s, CUBLAS_OP_T, CUBLAS_OP_N, int(N), int(T), int(K),

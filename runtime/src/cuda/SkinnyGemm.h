@@ -1,0 +1,53 @@
+//===- SkinnyGemm.h - Split-K weight-streaming GEMM for M <= 64 (internal) ===//
+//
+// At decode batch sizes (M <= 64 rows) a projection is bound by streaming
+// its weight from DRAM once; cuBLAS's small-tile kernels reach only about a
+// third of the copy bandwidth there. linear, qAbsorb and vUp (Blas.cu) try
+// this kernel first and fall back to cuBLAS when it does not apply.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MLART_CUDA_SKINNYGEMM_H
+#define MLART_CUDA_SKINNYGEMM_H
+
+#include "cuda/CudaCommon.h"
+#include "cuda/SkinnyGemmPlan.h"
+
+#include <optional>
+
+namespace mlart::cuda {
+
+/// False when MLART_SKINNY_GEMM=0 (read at every call, so a benchmark or a
+/// test can compare both paths in one process).
+bool skinnyGemmEnabled();
+
+/// The problem of linear (x [T, K] @ W[N, K]^T) or of a per-head product
+/// (x [B, H, K] @ w[H, K, N]); nullopt for a dtype the kernel lacks (it
+/// runs bf16 and f16; x, weight and out of one type).
+std::optional<SkinnyGemmProblem> linearProblem(const LinearArgs &a);
+std::optional<SkinnyGemmProblem> perHeadProblem(const TensorRef &x,
+                                                const TensorRef &w,
+                                                const TensorRef &out);
+
+/// The plan linear / qAbsorb / vUp would launch on `smCount` SMs, nullopt
+/// when they would call cuBLAS (disabled, dtype, shape or alignment).
+std::optional<SkinnyGemmPlan> skinnyLinearPlan(const LinearArgs &a,
+                                               int smCount);
+std::optional<SkinnyGemmPlan> skinnyPerHeadPlan(const TensorRef &x,
+                                                const TensorRef &w,
+                                                const TensorRef &out,
+                                                int smCount);
+
+/// Launches the skinny kernel for checked operands when it applies.
+/// Returns true when launched, false when the caller must use cuBLAS.
+StatusOr<bool> skinnyLinear(CudaContext &ctx, const LinearArgs &a,
+                            cudaStream_t stream);
+StatusOr<bool> skinnyPerHead(CudaContext &ctx, const TensorRef &x,
+                             const TensorRef &w, const TensorRef &out,
+                             cudaStream_t stream);
+
+/// Skinny launches in this process (tests prove the path was taken).
+uint64_t skinnyGemmLaunchCount();
+
+} // namespace mlart::cuda
+
+#endif // MLART_CUDA_SKINNYGEMM_H

@@ -1,0 +1,316 @@
+//===- SkinnyGemmTest.cpp - The M <= 64 GEMM path against the CPU reference ===//
+//
+// linear, qAbsorb and vUp with MLART_SKINNY_GEMM on (the skinny kernel,
+// proven taken by its launch counter) and off (cuBLAS): fresh random inputs,
+// outputs as strided views into poisoned buffers whose other bytes must
+// survive, every decode-step shape at M in {1, 7, 16, 33, 64}.
+//
+//===----------------------------------------------------------------------===//
+#include "CudaTestUtil.h"
+
+#include "cuda/SkinnyGemm.h"
+
+#include <cuda_runtime.h>
+
+#include <cstdlib>
+#include <string>
+
+using namespace mlart;
+using namespace mlart::cudatest;
+
+namespace {
+
+const KernelLibrary &cpu() { return cpuKernelLibrary(); }
+
+/// MLART_SKINNY_GEMM for one scope.
+struct SkinnyEnv {
+  explicit SkinnyEnv(bool on) { setenv("MLART_SKINNY_GEMM", on ? "1" : "0", 1); }
+  ~SkinnyEnv() { unsetenv("MLART_SKINNY_GEMM"); }
+};
+
+Arr randomArr(CudaDevice *d, DType t, std::vector<int64_t> s, float lo = -1,
+              float hi = 1) {
+  Arr a(d, t, std::move(s));
+  a.random(lo, hi);
+  a.up(d);
+  return a;
+}
+
+/// A view of `a` (host or device copy) at element `offset` with `sizes`
+/// and `strides`.
+TensorRef view(Arr &a, bool device, int64_t offset,
+               std::vector<int64_t> sizes, std::vector<int64_t> strides) {
+  TensorRef t;
+  t.data = static_cast<uint8_t *>(device ? a.dev.data() : a.host.data()) +
+           offset * int64_t(dtypeSize(a.dt));
+  t.dtype = a.dt;
+  t.rank = int(sizes.size());
+  for (int d = 0; d < t.rank; ++d) {
+    t.sizes[d] = sizes[size_t(d)];
+    t.strides[d] = strides[size_t(d)];
+  }
+  return t;
+}
+
+/// Relative L2 error of `got` against the reference `ref.host` over the
+/// elements of the view (offset, sizes, strides); every byte outside the
+/// view must equal `poisoned`.
+void expectView(const Arr &ref, const std::vector<uint8_t> &got,
+                const std::vector<uint8_t> &poisoned, int64_t offset,
+                const std::vector<int64_t> &sizes,
+                const std::vector<int64_t> &strides, double tol) {
+  const size_t es = dtypeSize(ref.dt);
+  std::vector<bool> inView(size_t(ref.numel()), false);
+  double num = 0, den = 0;
+  int64_t nan = 0;
+  std::vector<int64_t> idx(sizes.size(), 0);
+  for (bool done = sizes.empty(); !done;) {
+    int64_t e = offset;
+    for (size_t d = 0; d < sizes.size(); ++d)
+      e += idx[d] * strides[d];
+    inView[size_t(e)] = true;
+    const double r = loadAsFloat(ref.host.data(), ref.dt, size_t(e));
+    const double g = loadAsFloat(got.data(), ref.dt, size_t(e));
+    if (std::isnan(g))
+      ++nan;
+    num += (g - r) * (g - r);
+    den += r * r;
+    done = true;
+    for (size_t d = sizes.size(); d-- > 0;)
+      if (++idx[d] < sizes[d]) {
+        done = false;
+        break;
+      } else {
+        idx[d] = 0;
+      }
+  }
+  EXPECT_EQ(nan, 0) << "unwritten (NaN) elements in the view";
+  EXPECT_LT(std::sqrt(num / std::max(den, 1e-30)), tol);
+  int64_t touched = 0;
+  for (int64_t e = 0; e < ref.numel(); ++e)
+    if (!inView[size_t(e)] &&
+        std::memcmp(got.data() + e * es, poisoned.data() + e * es, es) != 0)
+      ++touched;
+  EXPECT_EQ(touched, 0) << "elements written outside the view";
+}
+
+/// The tolerance of the existing GEMM tests: bf16 (f16) output rounding.
+constexpr double kTol = 1e-2;
+
+/// linear x [M, K] (a view of [M, K + xPad]) @ W [N, K]^T into the [M, N]
+/// view at (1, 8) of a poisoned [M + 2, N + 24] buffer, skinny on and off.
+void checkLinear(CudaDevice *dev, DType dt, int64_t M, int64_t N, int64_t K,
+                 bool expectSkinny, int64_t xPad = 0) {
+  SCOPED_TRACE(std::string(dtypeName(dt)) + " linear M=" + std::to_string(M) +
+               " N=" + std::to_string(N) + " K=" + std::to_string(K) +
+               " xPad=" + std::to_string(xPad));
+  Arr x = randomArr(dev, dt, {M, K + xPad});
+  Arr w = randomArr(dev, dt, {N, K}, -0.1f, 0.1f);
+  const int64_t C = N + 24, off = C + 8;
+  Arr out(dev, dt, {M + 2, C});
+  out.poison();
+  const std::vector<uint8_t> poisoned = out.host;
+  auto args = [&](bool device) {
+    return LinearArgs{view(x, device, 0, {M, K}, {K + xPad, 1}),
+                      device ? w.d() : w.h(),
+                      view(out, device, off, {M, N}, {C, 1})};
+  };
+  Status s = cpu().linear(args(false), nullptr);
+  ASSERT_TRUE(s.ok()) << s.message();
+  std::vector<uint8_t> first;
+  for (bool on : {true, false}) {
+    SCOPED_TRACE(on ? "skinny on" : "skinny off");
+    SkinnyEnv env(on);
+    EXPECT_EQ(cuda::skinnyLinearPlan(args(true), dev->multiprocessorCount())
+                  .has_value(),
+              on && expectSkinny);
+    for (int rep = 0; rep < (on ? 2 : 1); ++rep) {
+      ASSERT_TRUE(
+          dev->writeBuffer(out.dev, 0, poisoned.data(), poisoned.size()).ok());
+      const uint64_t before = cuda::skinnyGemmLaunchCount();
+      s = dev->kernels().linear(args(true), nullptr);
+      if (s.code() == StatusCode::Unavailable)
+        GTEST_SKIP() << s.message();
+      ASSERT_TRUE(s.ok()) << s.message();
+      ASSERT_TRUE(dev->synchronize().ok());
+      EXPECT_EQ(cuda::skinnyGemmLaunchCount() - before,
+                on && expectSkinny ? 1u : 0u);
+      const std::vector<uint8_t> got = out.down(dev);
+      expectView(out, got, poisoned, off, {M, N}, {C, 1}, kTol);
+      if (on && rep == 0)
+        first = got;
+      else if (on)
+        EXPECT_TRUE(got == first) << "not deterministic";
+    }
+  }
+}
+
+/// qAbsorb / vUp: x [B, H, K] @ w [H, K, N] into the [B, H, N] view at
+/// column `col` of a poisoned [B + 1, H, width] buffer.
+void checkPerHead(CudaDevice *dev, bool isVUp, int64_t B, int64_t H,
+                  int64_t K, int64_t N, int64_t width, int64_t col,
+                  bool expectSkinny) {
+  SCOPED_TRACE(std::string(isVUp ? "vUp" : "qAbsorb") +
+               " B=" + std::to_string(B) + " H=" + std::to_string(H) +
+               " K=" + std::to_string(K) + " N=" + std::to_string(N) +
+               " into width " + std::to_string(width) + " at " +
+               std::to_string(col));
+  const DType dt = DType::BF16;
+  Arr x = randomArr(dev, dt, {B, H, K});
+  Arr w = randomArr(dev, dt, {H, K, N}, -0.2f, 0.2f);
+  Arr out(dev, dt, {B + 1, H, width});
+  out.poison();
+  const std::vector<uint8_t> poisoned = out.host;
+  const std::vector<int64_t> sizes = {B, H, N}, strides = {H * width, width, 1};
+  auto run = [&](const KernelLibrary &k, bool device) {
+    TensorRef xv = device ? x.d() : x.h(), wv = device ? w.d() : w.h();
+    TensorRef ov = view(out, device, col, sizes, strides);
+    return isVUp ? k.vUp({xv, wv, ov}, nullptr)
+                 : k.qAbsorb({xv, wv, ov}, nullptr);
+  };
+  Status s = run(cpu(), false);
+  ASSERT_TRUE(s.ok()) << s.message();
+  std::vector<uint8_t> first;
+  for (bool on : {true, false}) {
+    SCOPED_TRACE(on ? "skinny on" : "skinny off");
+    SkinnyEnv env(on);
+    EXPECT_EQ(cuda::skinnyPerHeadPlan(x.d(), w.d(),
+                                      view(out, true, col, sizes, strides),
+                                      dev->multiprocessorCount())
+                  .has_value(),
+              on && expectSkinny);
+    for (int rep = 0; rep < (on ? 2 : 1); ++rep) {
+      ASSERT_TRUE(
+          dev->writeBuffer(out.dev, 0, poisoned.data(), poisoned.size()).ok());
+      const uint64_t before = cuda::skinnyGemmLaunchCount();
+      s = run(dev->kernels(), true);
+      if (s.code() == StatusCode::Unavailable)
+        GTEST_SKIP() << s.message();
+      ASSERT_TRUE(s.ok()) << s.message();
+      ASSERT_TRUE(dev->synchronize().ok());
+      EXPECT_EQ(cuda::skinnyGemmLaunchCount() - before,
+                on && expectSkinny ? 1u : 0u);
+      const std::vector<uint8_t> got = out.down(dev);
+      expectView(out, got, poisoned, col, sizes, strides, kTol);
+      if (on && rep == 0)
+        first = got;
+      else if (on)
+        EXPECT_TRUE(got == first) << "not deterministic";
+    }
+  }
+}
+
+const int64_t kRows[] = {1, 7, 16, 33, 64};
+
+} // namespace
+
+// The decode step's projections (DeepSeek-V2-Lite) and odd widths.
+TEST(SkinnyGemm, LinearStepShapes) {
+  REQUIRE_GPU();
+  for (int64_t M : kRows) {
+    checkLinear(dev, DType::BF16, M, 3072, 2048, true); // q_proj
+    checkLinear(dev, DType::BF16, M, 576, 2048, true);  // kv_a_proj
+    checkLinear(dev, DType::BF16, M, 2048, 2048, true); // o_proj
+  }
+}
+
+TEST(SkinnyGemm, LinearOddShapes) {
+  REQUIRE_GPU();
+  for (int64_t M : kRows) {
+    checkLinear(dev, DType::BF16, M, 200, 304, true, 8); // N and K tails
+    checkLinear(dev, DType::BF16, M, 8, 64, true);
+    checkLinear(dev, DType::BF16, M, 33, 40, true, 24);
+  }
+  // Large K: the x slice needs the widest split.
+  checkLinear(dev, DType::BF16, 64, 256, 6144, true);
+}
+
+TEST(SkinnyGemm, LinearF16) {
+  REQUIRE_GPU();
+  checkLinear(dev, DType::F16, 7, 576, 2048, true);
+  checkLinear(dev, DType::F16, 64, 200, 304, true);
+}
+
+// What the kernel cannot run goes to cuBLAS, still correct.
+TEST(SkinnyGemm, LinearFallsBackToCublas) {
+  REQUIRE_GPU();
+  checkLinear(dev, DType::BF16, 65, 256, 256, false); // M > 64
+  checkLinear(dev, DType::BF16, 16, 256, 300, false); // K % 8
+  checkLinear(dev, DType::BF16, 16, 256, 256, false, 4); // x rows misaligned
+  checkLinear(dev, DType::F32, 16, 256, 256, false);  // f32
+}
+
+TEST(SkinnyGemm, QAbsorbVUpStepShapes) {
+  REQUIRE_GPU();
+  for (int64_t B : kRows) {
+    // q_absorb into the latent part of the assembled [B, 16, 576] query.
+    checkPerHead(dev, false, B, 16, 128, 512, 576, 0, true);
+    checkPerHead(dev, true, B, 16, 512, 128, 136, 8, true); // v_up
+  }
+}
+
+TEST(SkinnyGemm, PerHeadOddShapes) {
+  REQUIRE_GPU();
+  for (int64_t B : {int64_t(1), int64_t(33)}) {
+    checkPerHead(dev, false, B, 3, 128, 200, 208, 4, true);
+    checkPerHead(dev, true, B, 5, 64, 8, 8, 0, true);
+    checkPerHead(dev, true, B, 2, 40, 36, 40, 0, true);
+    // N % 4 != 0: cuBLAS.
+    checkPerHead(dev, false, B, 3, 64, 202, 210, 1, false);
+  }
+}
+
+// The cluster launch inside a captured CUDA graph (how the executor runs a
+// decode step): replays give the eager result bit for bit.
+TEST(SkinnyGemm, GraphReplayMatchesEager) {
+  REQUIRE_GPU();
+  SkinnyEnv env(true);
+  const int64_t M = 64, N = 3072, K = 2048, H = 16;
+  Arr x = randomArr(dev, DType::BF16, {M, K});
+  Arr w = randomArr(dev, DType::BF16, {N, K}, -0.1f, 0.1f);
+  Arr out(dev, DType::BF16, {M, N});
+  Arr qn = randomArr(dev, DType::BF16, {M, H, 128});
+  Arr wuk = randomArr(dev, DType::BF16, {H, 128, 512}, -0.2f, 0.2f);
+  Arr q(dev, DType::BF16, {M, H, 576});
+  const TensorRef qv = view(q, true, 0, {M, H, 512}, {H * 576, 576, 1});
+  auto runAll = [&](StreamHandle s) {
+    Status st = dev->kernels().linear({x.d(), w.d(), out.d()}, s);
+    if (st.ok())
+      st = dev->kernels().qAbsorb({qn.d(), wuk.d(), qv}, s);
+    return st;
+  };
+  out.poison();
+  out.up(dev);
+  q.poison();
+  q.up(dev);
+  Status s = runAll(nullptr);
+  if (s.code() == StatusCode::Unavailable)
+    GTEST_SKIP() << s.message();
+  ASSERT_TRUE(s.ok()) << s.message();
+  const std::vector<uint8_t> eagerOut = out.down(dev), eagerQ = q.down(dev);
+
+  cudaStream_t stream = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking),
+            cudaSuccess);
+  out.up(dev); // poisoned again
+  q.up(dev);
+  ASSERT_TRUE(dev->synchronize().ok());
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal),
+            cudaSuccess);
+  const uint64_t before = cuda::skinnyGemmLaunchCount();
+  s = runAll(stream);
+  ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
+  ASSERT_TRUE(s.ok()) << s.message();
+  EXPECT_EQ(cuda::skinnyGemmLaunchCount() - before, 2u);
+  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+  for (int rep = 0; rep < 3; ++rep)
+    ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  EXPECT_TRUE(out.down(dev) == eagerOut);
+  EXPECT_TRUE(q.down(dev) == eagerQ);
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaStreamDestroy(stream);
+}
