@@ -19,7 +19,7 @@ bench() { # bench NAME ENV... -- ARGS...
   while [ "$1" != "--" ]; do envs+=("$1"); shift; done; shift
   echo "=== $name: ${envs[*]}" | tee -a $OUT/ab.log
   env "${envs[@]}" timeout 120 ./mla-bench $OUT/$name.json "$@" 2>&1 |
-    grep -E "^\| (step|cache_update|rope|decode|step linear|copy|ceiling)" | tee -a $OUT/ab.log
+    grep -E "^\| [a-z]" | tee -a $OUT/ab.log
 }
 bench step-all-on  -- --step=b64.cg.mlaa --step=b64.lib.mlaa --step-only
 bench step-pdl0    MLART_PDL=0 -- --step=b64.cg.mlaa --step-only --no-ceilings

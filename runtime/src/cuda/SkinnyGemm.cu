@@ -22,6 +22,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "cuda/SkinnyGemm.h"
+#include "cuda/Launch.h"
 #include "cuda/Sm90Ptx.h"
 
 #include <cooperative_groups.h>
