@@ -503,17 +503,24 @@ void KernelEmitter::emit() {
         loadIf(andI(hasSlot, isRope), {chunkType}, [&]() -> SmallVector<Value> {
           return {load16(arg(KPe), add(kpRow, mul(k, cst(chunk))), chunkType)};
         })[0];
-  // q_pe: (token, head, item) triples strided over the whole grid (the
-  // runtime launches enough blocks for T x Hq x rope/16 items); the
+  // q_pe: (token, head, item) triples strided over the latent threads of
+  // the whole grid (the runtime launches enough blocks for T x Hq x
+  // rope/16 items; any grid is correct, the loop takes the rest). Not the
+  // rope threads: their k_pe item already costs a memory round trip after
+  // the vote (cos/sin), and a q item behind it would add a second one to
+  // the kernel's critical path; a latent thread's own data was loaded
+  // before the vote, so its q item is its only round trip after it. The
   // position of the thread's first item is loaded before the vote.
   const int64_t qItems = p.sig.ropeDim / 16;
   Value perToken, qTotal, qFirst, qStep, q0Pos;
   if (p.q) {
+    const int64_t perBlock = p.tokensPerBlock * p.latThreads;
     perToken = mul(hq, cst(qItems));
     qTotal = mul(perToken, T);
-    qStep = mul(gpu::GridDimOp::create(b, gpu::Dimension::x),
-                cst(p.blockThreads()));
-    qFirst = add(mul(bid, cst(p.blockThreads())), tid);
+    qStep = mul(gpu::GridDimOp::create(b, gpu::Dimension::x), cst(perBlock));
+    qFirst = arith::SelectOp::create(
+        b, isLatent, add(mul(bid, cst(perBlock)), add(mul(y, cst(p.latThreads)), x)),
+        qTotal);
     Value tq = arith::DivUIOp::create(
         b, qFirst, arith::MaxUIOp::create(b, perToken, cst(1)));
     q0Pos = loadIndex(arg(Positions), mul(tq, posStride), lt(qFirst, qTotal));

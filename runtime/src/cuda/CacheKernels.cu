@@ -24,6 +24,8 @@
 
 #include <cooperative_groups.h>
 
+#include <atomic>
+
 #include <cmath>
 #include <cstdlib>
 
@@ -688,6 +690,11 @@ Status launchWriteKernel(CudaContext &ctx, WriteParams &p, cudaStream_t stream) 
                       unsigned(blocks), kThreads, 0, stream, p);
 }
 
+std::atomic<uint64_t> &coopLaunches() {
+  static std::atomic<uint64_t> n{0};
+  return n;
+}
+
 /// MLART_UPDATE_COOP=0 keeps large plain updates on the two-launch path
 /// (validation kernel + write kernel), for A/B timing.
 bool coopUpdateEnabled() {
@@ -744,6 +751,7 @@ StatusOr<bool> tryCoopUpdate(CudaContext &ctx, WriteParams &p,
   MLART_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, p),
                    "cudaLaunchKernelEx(plainUpdateCoopKernel)");
   MLART_CUDA_CHECK_LAUNCH("plainUpdateCoopKernel");
+  coopLaunches().fetch_add(1, std::memory_order_relaxed);
   return true;
 }
 
@@ -776,6 +784,8 @@ Status launch(CudaContext &ctx, WriteParams &p, cudaStream_t stream,
 
 
 } // namespace
+
+uint64_t cooperativeUpdateLaunches() { return coopLaunches().load(); }
 
 StatusOr<bool> prevalidateCacheWrite(CudaContext &ctx, const TensorRef &slots,
                                      const KVCacheRef &cache,

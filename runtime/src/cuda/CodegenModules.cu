@@ -335,14 +335,19 @@ Status codegenCacheWrite(CudaContext &ctx, CodegenModules &modules,
   for (int64_t &s : scalars)
     params[n++] = &s;
   // Enough blocks for the rows, and for the q_pe items, which the kernel
-  // strides over the whole grid (docs/codegen.md).
+  // strides over the latent threads of the whole grid (docs/codegen.md):
+  // one 16-byte unit of the latent each, or 8 values for fp8_ds_mla.
   int64_t grid = (tokens + kernel.tokensPerBlock - 1) / kernel.tokensPerBlock;
   if (q) {
-    const int64_t items = T * a.qPe.sizes[1] * (a.cache.desc.ropeDim / 16);
-    grid = std::max(grid, std::min<int64_t>(
-                              (items + kernel.blockThreads - 1) /
-                                  kernel.blockThreads,
-                              int64_t(ctx.smCount) * 16));
+    const KVCacheDesc &d = a.cache.desc;
+    const int64_t latThreads = d.layout == CacheLayout::Fp8DsMla
+                                   ? d.latentRank / 8
+                                   : d.latentRank * int64_t(dtypeSize(d.dtype)) / 16;
+    const int64_t perBlock =
+        std::max<int64_t>(1, kernel.tokensPerBlock * latThreads);
+    const int64_t items = T * a.qPe.sizes[1] * (d.ropeDim / 16);
+    grid = std::max(grid, std::min<int64_t>((items + perBlock - 1) / perBlock,
+                                            int64_t(ctx.smCount) * 16));
   }
   MLART_RETURN_IF_ERROR(modules.launch(fn, kernel.name, unsigned(grid),
                                        kernel.blockThreads, params, stream));

@@ -378,9 +378,12 @@ Status launch(const SkinnyGemmPlan &plan, const SkinnyGemmProblem &prob,
 
 } // namespace
 
+// Off unless MLART_SKINNY_GEMM=1: on the H200 (2026-12-03, mla-bench
+// --gemm-only) the five step projections took 56.9 us here against 24.1 us
+// through cuBLAS (docs/cuda.md), so cuBLAS stays the default.
 bool skinnyGemmEnabled() {
   const char *v = std::getenv("MLART_SKINNY_GEMM");
-  return !(v && v[0] == '0' && v[1] == '\0');
+  return v && v[0] == '1' && v[1] == '\0';
 }
 
 std::optional<SkinnyGemmProblem> linearProblem(const LinearArgs &a) {

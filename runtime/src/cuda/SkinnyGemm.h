@@ -16,7 +16,7 @@
 
 namespace mlart::cuda {
 
-/// False when MLART_SKINNY_GEMM=0 (read at every call, so a benchmark or a
+/// True only when MLART_SKINNY_GEMM=1 (read at every call, so a benchmark or a
 /// test can compare both paths in one process).
 bool skinnyGemmEnabled();
 

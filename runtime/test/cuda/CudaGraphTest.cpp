@@ -1,5 +1,6 @@
 //===- CudaGraphTest.cpp - Strided copies and CUDA-graph replay of a step -===//
 #include "CudaTestUtil.h"
+#include "cuda/CudaCommon.h"
 
 #include "mlart/ArtifactWriter.h"
 #include "mlart/Executor.h"
@@ -283,8 +284,13 @@ TEST(CudaGraph, LargeUpdateReplaysAllOrNothing) {
   ASSERT_TRUE(exec->run(st).ok());
   ASSERT_TRUE(dev->synchronize().ok());
   EXPECT_EQ(cacheBytes(*cache), expected(s0, before)) << "eager";
+  const char *coopKnob = std::getenv("MLART_UPDATE_COOP");
+  const bool coop = !(coopKnob && coopKnob[0] == '0');
+  const uint64_t coopBefore = cuda::cooperativeUpdateLaunches();
   Status cap = exec->captureGraph(st);
   ASSERT_TRUE(cap.ok()) << cap.toString();
+  EXPECT_EQ(cuda::cooperativeUpdateLaunches(), coopBefore + (coop ? 1 : 0))
+      << "the captured update took the other path";
   for (int step = 1; step <= 4; ++step) {
     std::vector<int64_t> s = slotsFor(step);
     const bool bad = step == 2;
