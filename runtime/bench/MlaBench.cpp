@@ -15,6 +15,7 @@
 #include "mlart/Codegen.h"
 #include "mlart/CudaDevice.h"
 #include "StepBench.h"
+#include "cuda/SkinnyGemmPlan.h"
 
 #include <cuda_runtime.h>
 
@@ -184,8 +185,8 @@ TensorRef ten(void *p, DType t, std::initializer_list<int64_t> s) {
 }
 
 /// The decode step's dense projections at B = 64 (DeepSeek-V2-Lite), each
-/// through cuBLAS and through the skinny kernel (MLART_SKINNY_GEMM=0 / 1,
-/// read at every call). As in the step, the weights come from DRAM: calls
+/// through cuBLAS and through each variant of the skinny kernel
+/// (MLART_SKINNY_GEMM=0 / 1 and MLART_SKINNY_VARIANT, read at every call). As in the step, the weights come from DRAM: calls
 /// rotate over copies of each weight spanning 128 MB (> 2x the 60 MB L2),
 /// else a 20-call graph would re-read one weight from L2. Bytes: the
 /// weights only, what must stream once per call. A last row per path sums
@@ -240,9 +241,17 @@ void benchStepGemms(const KernelLibrary &k, std::mt19937 &rng) {
     weights(v, H * 512 * 128);
     calls.push_back(std::move(v));
   }
-  for (const char *mode : {"0", "1"}) {
-    setenv("MLART_SKINNY_GEMM", mode, 1);
-    const std::string tag = mode[0] == '1' ? " [skinny]" : " [cublas]";
+  // cuBLAS, then every skinny variant (MLART_SKINNY_VARIANT, SkinnyGemmPlan.h).
+  for (int mode = -1; mode < mlart::cuda::kSkinnyVariants; ++mode) {
+    setenv("MLART_SKINNY_GEMM", mode < 0 ? "0" : "1", 1);
+    const std::string digit(1, char('0' + std::max(0, mode)));
+    setenv("MLART_SKINNY_VARIANT", digit.c_str(), 1);
+    std::string tag = " [cublas]";
+    if (mode >= 0) {
+      const mlart::cuda::SkinnyVariant v = mlart::cuda::skinnyVariant(mode);
+      tag = " [skinny v" + digit + " st" + std::to_string(v.stages) + " sp<=" +
+            std::to_string(v.maxSplit) + (v.prefetch ? " pf]" : " nopf]");
+    }
     Status s = calls[0].fn(calls[0].copies[0]);
     if (!s.ok()) { // no cuBLAS: the library reports Unavailable
       std::printf("(step GEMM rows%s skipped: %s)\n", tag.c_str(), s.message().c_str());
@@ -265,6 +274,7 @@ void benchStepGemms(const KernelLibrary &k, std::mt19937 &rng) {
     add("step gemms sum" + tag, "5 projections", sumMs, sumBytes, 0);
   }
   unsetenv("MLART_SKINNY_GEMM");
+  unsetenv("MLART_SKINNY_VARIANT");
 }
 
 /// Generated (docs/codegen.md) vs library cache-write kernels, side by side,

@@ -1,24 +1,28 @@
 //===- SkinnyGemm.cu - Split-K weight-streaming GEMM for M <= 64 ---------===//
 //
 // out[M, N] = x[M, K] @ W with M <= 64 rows (a decode batch) runs at the
-// speed W streams from DRAM. One CTA: a column tile (32 columns per warp,
-// warpsN warps) and a K slice; the `split` CTAs of a cluster cover K.
+// speed W streams from DRAM. One CTA (four warps): a 64-column tile and a
+// K slice; the `split` CTAs of a cluster cover K.
 //
-//  1. x's slice [M, kSlice] is staged in shared memory (cp.async, rows >= M
-//     and k >= K zero-filled) while each warp already has its first W
-//     chunks in flight: W goes from global straight to registers with
-//     L1-bypassing 16- or 8-byte loads, each byte used once.
-//  2. mma.sync m16n8k16 (f32 accumulate), x as the A operand (16 rows of
-//     M), W as B (8 columns). The sum over k is permutation-invariant: a
-//     thread owns 8 contiguous k of a 32-wide chunk and feeds them to two
-//     MMAs, A and B under the same permutation. A K-major W row gives the
-//     B fragment as loaded; an N-major W (per-head [K, N]) is transposed in
-//     registers (byte permutes of rows k, k + 1).
-//  3. Each warp's f32 tile goes to shared memory, the warps of a K slice
-//     are summed in a fixed order, a cluster barrier publishes the CTA's
-//     tile, and each CTA sums one share of the tile over the cluster's CTAs
-//     (distributed shared memory, fixed order) and stores it. No global
-//     workspace, no atomics: deterministic and graph-capturable.
+//  0. Before waiting for the previous kernel (programmatic dependent
+//     launch) the CTA may ask L2 to prefetch its W slice
+//     (cp.async.bulk.prefetch.L2: nothing is written to registers or shared
+//     memory, L2 is the coherence point). Everything else follows the wait.
+//  1. The slice streams through a ring of `STAGES` shared-memory slots, one
+//     64-wide chunk of K each: x's [16 * MT, 64] and W's 64 x 64 block,
+//     128-byte rows with the 16-byte units XOR-swizzled by row. All 128
+//     threads issue 16-byte cp.async for chunk c + STAGES - 1 while chunk c
+//     is multiplied (the sm80 multistage pipeline): STAGES - 1 chunks, up to
+//     112 KB, are in flight per CTA. Rows >= M, columns >= N and k >= K are
+//     zero-filled by the copy (src-size), so the MMAs need no masks.
+//  2. Warp w takes k16 step w of every chunk: ldmatrix A (x) and B (W;
+//     .trans for the per-head [K, N] layout), mma.sync m16n8k16 into the
+//     full [16 * MT, 64] f32 tile.
+//  3. The four warps' tiles are summed in shared memory in a fixed order,
+//     a cluster barrier publishes the CTA's tile, and each CTA sums one
+//     share of the tile over the cluster's CTAs (distributed shared memory,
+//     rank order) and stores it. No workspace, no atomics: deterministic
+//     and graph-capturable.
 //
 //===----------------------------------------------------------------------===//
 #include "cuda/SkinnyGemm.h"
@@ -43,7 +47,7 @@ struct SkinnyParams {
   uint16_t *out;
   int64_t xRow, xBatch, wRow, wBatch, oRow, oBatch, oCol;
   int m, n, k;
-  int warpsN, warpsK, split, kSlice, xStride, pStride;
+  int split, kSlice, pStride, prefetch;
 };
 
 template <bool Bf16>
@@ -61,22 +65,6 @@ __device__ __forceinline__ void mma16816(float (&d)[4], const uint32_t (&a)[4],
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-// Streaming loads of W: read-only, no L1 allocation (each byte is used once
-// per call), 256-byte L2 fetches (neighbouring chunks of a row are read by
-// the same or the next warp). Volatile keeps them where they are issued:
-// all of a group's loads in flight before the first use.
-__device__ __forceinline__ void ldStream16(uint32_t *r, const void *p) {
-  asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 "
-               "{%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "l"(p));
-}
-__device__ __forceinline__ void ldStream8(uint32_t *r, const void *p) {
-  asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v2.u32 {%0,%1}, [%2];\n"
-               : "=r"(r[0]), "=r"(r[1])
-               : "l"(p));
-}
-
 template <bool Bf16> __device__ __forceinline__ uint16_t toBits(float v) {
   if constexpr (Bf16)
     return floatToBf16Bits(v);
@@ -84,184 +72,167 @@ template <bool Bf16> __device__ __forceinline__ uint16_t toBits(float v) {
     return floatToF16Bits(v);
 }
 
+/// Byte offset of 16-byte unit u of row r in a tile of 128-byte rows:
+/// ldmatrix reads unit u of eight consecutive rows, which land in eight
+/// distinct bank groups.
+__device__ __forceinline__ uint32_t swz(int r, int u) {
+  return uint32_t(r * 128 + ((u ^ (r & 7)) << 4));
+}
+
 /// MT: 16-row tiles of M. KMajor: W is [N, K] (linear) rather than [K, N].
-template <int MT, bool KMajor, bool Bf16>
-__global__ void __launch_bounds__(256, 2)
+template <int MT, bool KMajor, bool Bf16, int STAGES>
+__global__ void __launch_bounds__(kSkinnyThreads, 1)
     skinnyGemmKernel(const __grid_constant__ SkinnyParams p) {
-  // Chunks a warp has in flight at once (64 bytes of W per thread each):
-  // as many as fit 128 registers next to the 16 * MT accumulators (the
-  // N-major transpose needs 16 more).
-  constexpr int U = MT <= 2 ? (KMajor ? 3 : 2) : (KMajor ? 2 : 1);
-  pdlPrologue(); // x comes from the previous kernel
-  extern __shared__ __align__(16) uint8_t smem[];
+  constexpr int ROWS = 16 * MT;
+  constexpr uint32_t SLOT = (ROWS + kSkinnyTileCols) * 128; // x rows, W rows
+  extern __shared__ __align__(128) uint8_t smem[];
   const int tid = int(threadIdx.x), lane = tid & 31, warp = tid >> 5;
-  const int g = lane >> 2, t = lane & 3;
-  const int wn = warp % p.warpsN, wk = warp / p.warpsN;
   const int rank = int(blockIdx.x) % p.split;
   const int tile = int(blockIdx.x) / p.split;
   const int64_t b = blockIdx.y;
   const int kBegin = rank * p.kSlice;
   const int kLen = max(0, min(p.kSlice, p.k - kBegin));
-  const int ctaCols = 32 * p.warpsN;
-  const int n0 = tile * ctaCols + wn * 32; // this warp's first column
+  const int kEnd = kBegin + kLen;
+  const int n0 = tile * int(kSkinnyTileCols);
+  const uint16_t *xb = p.x + b * p.xBatch;
+  const uint16_t *wb = p.w + b * p.wBatch;
 
-  // 1. Stage x's slice; rows >= M and k >= K read as zeros.
-  uint16_t *xs = reinterpret_cast<uint16_t *>(smem);
-  {
-    const uint16_t *xb = p.x + b * p.xBatch + kBegin;
-    const int vecs = p.kSlice / 8;
-    for (int i = tid; i < MT * 16 * vecs; i += int(blockDim.x)) {
-      const int r = i / vecs, kk = (i - r * vecs) * 8;
-      const bool ok = r < p.m && kk < kLen;
-      sm90::cpAsync16(sm90::smemU32(xs + r * p.xStride + kk),
-                      ok ? xb + r * p.xRow + kk : p.x, ok);
+  // 0. W is a weight, not an output of the previous kernel; only L2 sees
+  // the prefetch. Segment lengths are whole 16-byte units inside the rows.
+  if (p.prefetch && kLen > 0) {
+    if constexpr (KMajor) {
+      for (int r = tid; r < kSkinnyTileCols && n0 + r < p.n; r += kSkinnyThreads)
+        sm90::prefetchL2Bulk(wb + int64_t(n0 + r) * p.wRow + kBegin,
+                             uint32_t(kLen) * 2);
+    } else {
+      const int cols = min(int(kSkinnyTileCols), p.n - n0) & ~7;
+      if (cols > 0)
+        for (int r = tid; r < kLen; r += kSkinnyThreads)
+          sm90::prefetchL2Bulk(wb + int64_t(kBegin + r) * p.wRow + n0,
+                               uint32_t(cols) * 2);
     }
-    sm90::cpCommit();
   }
+  pdlPrologue(); // x comes from the previous kernel
 
-  // This warp's chunks of the slice: a contiguous range.
-  const int nChunks = (kLen + 31) / 32;
-  const int per = (nChunks + p.warpsK - 1) / p.warpsK;
-  const int c0 = min(nChunks, wk * per), c1 = min(nChunks, c0 + per);
-
-  // W at chunk 0 of the slice. K-major: rows n0 + 8j + g, k 8t..8t+7.
-  // N-major: rows k = 8t..8t+7, columns n0 + 4g .. + 3 (N is a multiple of
-  // 4, planSkinnyGemm: the four are all in or all out). Offsets are formed
-  // at each load from the constant-bank strides to keep registers free.
-  const int nFirst = KMajor ? n0 + g : n0 + 4 * g;
-  const uint16_t *wBase =
-      p.w + b * p.wBatch +
-      (KMajor ? int64_t(nFirst) * p.wRow + kBegin + 8 * t
-              : int64_t(kBegin + 8 * t) * p.wRow + nFirst);
-
-  uint32_t wv[U][16];
-  auto loadGroup = [&](int c) {
+  const uint32_t ring = sm90::smemU32(smem);
+  // 1. Chunk c of the slice into slot s: MT (x) + 4 (W) copies a thread.
+  auto load = [&](int c, int s) {
+    const uint32_t xs = ring + uint32_t(s) * SLOT;
+    const uint32_t ws = xs + ROWS * 128;
+    const int kc = kBegin + c * int(kSkinnyChunk);
 #pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const int cc = c + u;
-      const bool ok = cc < c1 && cc * 32 + 8 * t < kLen;
-      if constexpr (KMajor) {
+    for (int q = 0; q < MT; ++q) {
+      const int i = tid + q * kSkinnyThreads;
+      const int r = i >> 3, u = i & 7, kk = kc + 8 * u;
+      const bool ok = r < p.m && kk < kEnd;
+      sm90::cpAsync16(xs + swz(r, u), ok ? xb + r * p.xRow + kk : p.x, ok);
+    }
 #pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          if (ok && nFirst + 8 * j < p.n)
-            ldStream16(&wv[u][4 * j],
-                       wBase + int64_t(8 * j) * p.wRow + cc * 32);
-          else
-            wv[u][4 * j] = wv[u][4 * j + 1] = wv[u][4 * j + 2] =
-                wv[u][4 * j + 3] = 0;
-        }
-      } else {
-#pragma unroll
-        for (int r = 0; r < 8; ++r) {
-          if (ok && nFirst < p.n)
-            ldStream8(&wv[u][2 * r], wBase + int64_t(cc * 32 + r) * p.wRow);
-          else
-            wv[u][2 * r] = wv[u][2 * r + 1] = 0;
-        }
+    for (int q = 0; q < 4; ++q) {
+      const int i = tid + q * kSkinnyThreads;
+      const int r = i >> 3, u = i & 7;
+      if constexpr (KMajor) { // row r is column n0 + r
+        const int kk = kc + 8 * u;
+        const bool ok = n0 + r < p.n && kk < kEnd;
+        sm90::cpAsync16(ws + swz(r, u),
+                        ok ? wb + int64_t(n0 + r) * p.wRow + kk : p.w, ok);
+      } else { // row r is k = kc + r, unit u columns n0 + 8u ..
+        const int kk = kc + r, nn = n0 + 8 * u;
+        const int bytes = kk < kEnd ? 2 * max(0, min(8, p.n - nn)) : 0;
+        sm90::cpAsync16Bytes(ws + swz(r, u),
+                             bytes ? wb + int64_t(kk) * p.wRow + nn : p.w,
+                             bytes);
       }
     }
   };
 
-  float acc[MT][4][4];
+  float acc[MT][8][4];
 #pragma unroll
   for (int i = 0; i < MT; ++i)
 #pragma unroll
-    for (int j = 0; j < 4; ++j)
+    for (int j = 0; j < 8; ++j)
 #pragma unroll
       for (int e = 0; e < 4; ++e)
         acc[i][j][e] = 0.0f;
 
-  // The first group's loads overlap the x staging.
-  loadGroup(c0);
-  sm90::cpWaitAll();
-  __syncthreads();
-
-  // 2. MMAs, one group of U chunks at a time.
-#pragma unroll 1
-  for (int c = c0; c < c1; c += U) {
+  // 2. Warp w: k16 step w of the chunk in slot s.
+  auto compute = [&](int s) {
+    const uint32_t xs = ring + uint32_t(s) * SLOT;
+    const uint32_t ws = xs + ROWS * 128;
+    uint32_t a[MT][4];
 #pragma unroll
-    for (int u = 0; u < U; ++u) {
-      if (c + u >= c1)
-        break;
-      // B fragments of tile j: [0], [1] for k16 step 0, [2], [3] for step 1.
-      uint32_t bf[4][4];
-      if constexpr (KMajor) {
+    for (int i = 0; i < MT; ++i)
+      sm90::ldsm4(a[i], xs + swz(16 * i + (lane & 7) + 8 * ((lane >> 3) & 1),
+                                 2 * warp + (lane >> 4)));
 #pragma unroll
-        for (int j = 0; j < 4; ++j)
-#pragma unroll
-          for (int e = 0; e < 4; ++e)
-            bf[j][e] = wv[u][4 * j + e];
-      } else {
-        // Row r's column j is half (j & 1) of word 2r + j / 2; pair rows
-        // (2e, 2e + 1) of column j.
-#pragma unroll
-        for (int j = 0; j < 4; ++j)
-#pragma unroll
-          for (int e = 0; e < 4; ++e)
-            bf[j][e] = __byte_perm(wv[u][2 * (2 * e) + j / 2],
-                                   wv[u][2 * (2 * e + 1) + j / 2],
-                                   (j & 1) ? 0x7632 : 0x5410);
-      }
-      const int kl = (c + u) * 32 + 8 * t;
+    for (int jp = 0; jp < 4; ++jp) {
+      // b[0], b[1]: n8 tile 2 jp (k 0-7, 8-15); b[2], b[3]: tile 2 jp + 1.
+      uint32_t bq[4];
+      if constexpr (KMajor)
+        sm90::ldsm4(bq, ws + swz(16 * jp + (lane & 7) + 8 * (lane >> 4),
+                                 2 * warp + ((lane >> 3) & 1)));
+      else
+        sm90::ldsm4T(bq, ws + swz(16 * warp + (lane & 7) +
+                                      8 * ((lane >> 3) & 1),
+                                  2 * jp + (lane >> 4)));
 #pragma unroll
       for (int i = 0; i < MT; ++i) {
-        const uint4 lo = *reinterpret_cast<const uint4 *>(
-            xs + (16 * i + g) * p.xStride + kl);
-        const uint4 hi = *reinterpret_cast<const uint4 *>(
-            xs + (16 * i + g + 8) * p.xStride + kl);
-        const uint32_t a0[4] = {lo.x, hi.x, lo.y, hi.y};
-        const uint32_t a1[4] = {lo.z, hi.z, lo.w, hi.w};
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          mma16816<Bf16>(acc[i][j], a0, bf[j][0], bf[j][1]);
-          mma16816<Bf16>(acc[i][j], a1, bf[j][2], bf[j][3]);
-        }
+        mma16816<Bf16>(acc[i][2 * jp], a[i], bq[0], bq[1]);
+        mma16816<Bf16>(acc[i][2 * jp + 1], a[i], bq[2], bq[3]);
       }
     }
-    if (c + U < c1)
-      loadGroup(c + U);
-  }
+  };
 
-  // 3. Partial tiles [warpsK][16 * MT][pStride] over the x slice.
-  __syncthreads();
+  const int chunks = (kLen + int(kSkinnyChunk) - 1) / int(kSkinnyChunk);
+#pragma unroll
+  for (int s = 0; s < STAGES - 1; ++s) {
+    if (s < chunks)
+      load(s, s);
+    sm90::cpCommit(); // empty groups keep the count uniform
+  }
+#pragma unroll 1
+  for (int c = 0; c < chunks; ++c) {
+    sm90::cpWaitGroup<STAGES - 2>(); // chunk c has landed (this thread's)
+    __syncthreads(); // ... everyone's; slot (c - 1) % STAGES is free
+    const int next = c + STAGES - 1;
+    if (next < chunks)
+      load(next, next % STAGES);
+    sm90::cpCommit();
+    compute(c % STAGES);
+  }
+  sm90::cpWaitAll();
+  __syncthreads(); // the ring becomes the partial tiles
+
+  // 3. Partial tiles [4 warps][ROWS][pStride].
   float *part = reinterpret_cast<float *>(smem);
   {
-    float *mine = part + wk * (MT * 16) * p.pStride;
+    const int g = lane >> 2, t = lane & 3;
+    float *mine = part + warp * ROWS * p.pStride;
 #pragma unroll
     for (int i = 0; i < MT; ++i)
 #pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        float *r0 = mine + (16 * i + g) * p.pStride + wn * 32;
-        float *r1 = r0 + 8 * p.pStride;
-        if constexpr (KMajor) {
-          // D columns 2t, 2t + 1 of tile j are columns 8j + 2t (+1).
-          *reinterpret_cast<float2 *>(r0 + 8 * j + 2 * t) =
-              make_float2(acc[i][j][0], acc[i][j][1]);
-          *reinterpret_cast<float2 *>(r1 + 8 * j + 2 * t) =
-              make_float2(acc[i][j][2], acc[i][j][3]);
-        } else {
-          // D column c of tile j is column 4c + j.
-          r0[8 * t + j] = acc[i][j][0];
-          r0[8 * t + 4 + j] = acc[i][j][1];
-          r1[8 * t + j] = acc[i][j][2];
-          r1[8 * t + 4 + j] = acc[i][j][3];
-        }
+      for (int j = 0; j < 8; ++j) {
+        float *r0 = mine + (16 * i + g) * p.pStride + 8 * j + 2 * t;
+        *reinterpret_cast<float2 *>(r0) =
+            make_float2(acc[i][j][0], acc[i][j][1]);
+        *reinterpret_cast<float2 *>(r0 + 8 * p.pStride) =
+            make_float2(acc[i][j][2], acc[i][j][3]);
       }
   }
   __syncthreads();
-  const int colVecs = ctaCols / 4;
+  constexpr int colVecs = int(kSkinnyTileCols) / 4;
   const int units = p.m * colVecs;
-  if (p.warpsK > 1)
-    for (int e = tid; e < units; e += int(blockDim.x)) {
-      const int r = e / colVecs, col = (e - r * colVecs) * 4;
-      float4 s = *reinterpret_cast<const float4 *>(part + r * p.pStride + col);
-      for (int q = 1; q < p.warpsK; ++q) {
-        const float4 v = *reinterpret_cast<const float4 *>(
-            part + (q * MT * 16 + r) * p.pStride + col);
-        s.x += v.x, s.y += v.y, s.z += v.z, s.w += v.w;
-      }
-      *reinterpret_cast<float4 *>(part + r * p.pStride + col) = s;
+  for (int e = tid; e < units; e += kSkinnyThreads) {
+    const int r = e / colVecs, col = (e - r * colVecs) * 4;
+    float4 s = *reinterpret_cast<const float4 *>(part + r * p.pStride + col);
+#pragma unroll
+    for (int q = 1; q < kSkinnyThreads / 32; ++q) {
+      const float4 v = *reinterpret_cast<const float4 *>(
+          part + (q * ROWS + r) * p.pStride + col);
+      s.x += v.x, s.y += v.y, s.z += v.z, s.w += v.w;
     }
+    *reinterpret_cast<float4 *>(part + r * p.pStride + col) = s;
+  }
   cg::cluster_group cluster = cg::this_cluster();
   if (p.split > 1)
     cluster.sync(); // every CTA's tile is complete and visible
@@ -272,7 +243,7 @@ __global__ void __launch_bounds__(256, 2)
   const int share = (units + p.split - 1) / p.split;
   const int e1 = min(units, (rank + 1) * share);
   uint16_t *ob = p.out + b * p.oBatch;
-  for (int e = rank * share + tid; e < e1; e += int(blockDim.x)) {
+  for (int e = rank * share + tid; e < e1; e += kSkinnyThreads) {
     const int r = e / colVecs, col = (e - r * colVecs) * 4;
     float v[4] = {0.0f, 0.0f, 0.0f, 0.0f};
     for (int q = 0; q < p.split; ++q) {
@@ -282,7 +253,7 @@ __global__ void __launch_bounds__(256, 2)
           *reinterpret_cast<const float4 *>(src + r * p.pStride + col);
       v[0] += s.x, v[1] += s.y, v[2] += s.z, v[3] += s.w;
     }
-    const int n = tile * ctaCols + col;
+    const int n = n0 + col;
 #pragma unroll
     for (int j = 0; j < 4; ++j)
       if (n + j < p.n)
@@ -294,23 +265,31 @@ __global__ void __launch_bounds__(256, 2)
 
 using KernelFn = void (*)(SkinnyParams);
 
-template <bool KMajor, bool Bf16> KernelFn pickMt(int mTiles) {
+template <bool KMajor, bool Bf16, int STAGES> KernelFn pickMt(int mTiles) {
   switch (mTiles) {
   case 1:
-    return skinnyGemmKernel<1, KMajor, Bf16>;
+    return skinnyGemmKernel<1, KMajor, Bf16, STAGES>;
   case 2:
-    return skinnyGemmKernel<2, KMajor, Bf16>;
+    return skinnyGemmKernel<2, KMajor, Bf16, STAGES>;
   case 3:
-    return skinnyGemmKernel<3, KMajor, Bf16>;
+    return skinnyGemmKernel<3, KMajor, Bf16, STAGES>;
   default:
-    return skinnyGemmKernel<4, KMajor, Bf16>;
+    return skinnyGemmKernel<4, KMajor, Bf16, STAGES>;
   }
 }
 
-KernelFn pickKernel(int mTiles, bool kMajor, bool bf16) {
+template <int STAGES>
+KernelFn pickLayout(int mTiles, bool kMajor, bool bf16) {
   if (kMajor)
-    return bf16 ? pickMt<true, true>(mTiles) : pickMt<true, false>(mTiles);
-  return bf16 ? pickMt<false, true>(mTiles) : pickMt<false, false>(mTiles);
+    return bf16 ? pickMt<true, true, STAGES>(mTiles)
+                : pickMt<true, false, STAGES>(mTiles);
+  return bf16 ? pickMt<false, true, STAGES>(mTiles)
+              : pickMt<false, false, STAGES>(mTiles);
+}
+
+KernelFn pickKernel(const SkinnyGemmPlan &plan, bool kMajor, bool bf16) {
+  return plan.stages == 4 ? pickLayout<4>(plan.mTiles, kMajor, bf16)
+                          : pickLayout<8>(plan.mTiles, kMajor, bf16);
 }
 
 bool sameSkinnyType(const TensorRef &x, const TensorRef &w,
@@ -337,14 +316,12 @@ Status launch(const SkinnyGemmPlan &plan, const SkinnyGemmProblem &prob,
   p.m = int(prob.m);
   p.n = int(prob.n);
   p.k = int(prob.k);
-  p.warpsN = plan.warpsN;
-  p.warpsK = plan.warpsK;
   p.split = plan.split;
   p.kSlice = int(plan.kSlice);
-  p.xStride = plan.xStride;
   p.pStride = plan.pStride;
+  p.prefetch = plan.prefetch ? 1 : 0;
   KernelFn kernel =
-      pickKernel(plan.mTiles, prob.weightKMajor, x.dtype == DType::BF16);
+      pickKernel(plan, prob.weightKMajor, x.dtype == DType::BF16);
   MLART_CUDA_CHECK(cudaFuncSetAttribute(
                        kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                        int(plan.smemBytes)),
@@ -384,6 +361,13 @@ Status launch(const SkinnyGemmPlan &plan, const SkinnyGemmProblem &prob,
 bool skinnyGemmEnabled() {
   const char *v = std::getenv("MLART_SKINNY_GEMM");
   return v && v[0] == '1' && v[1] == '\0';
+}
+
+int skinnyGemmVariant() {
+  const char *v = std::getenv("MLART_SKINNY_VARIANT");
+  if (!v || v[0] < '0' || v[0] >= '0' + kSkinnyVariants || v[1] != '\0')
+    return 0;
+  return v[0] - '0';
 }
 
 std::optional<SkinnyGemmProblem> linearProblem(const LinearArgs &a) {
@@ -427,7 +411,9 @@ std::optional<SkinnyGemmPlan> skinnyLinearPlan(const LinearArgs &a,
   if (!skinnyGemmEnabled())
     return std::nullopt;
   std::optional<SkinnyGemmProblem> prob = linearProblem(a);
-  return prob ? planSkinnyGemm(*prob, smCount) : std::nullopt;
+  return prob ? planSkinnyGemm(*prob, smCount,
+                               skinnyVariant(skinnyGemmVariant()))
+              : std::nullopt;
 }
 
 std::optional<SkinnyGemmPlan> skinnyPerHeadPlan(const TensorRef &x,
@@ -437,7 +423,9 @@ std::optional<SkinnyGemmPlan> skinnyPerHeadPlan(const TensorRef &x,
   if (!skinnyGemmEnabled())
     return std::nullopt;
   std::optional<SkinnyGemmProblem> prob = perHeadProblem(x, w, out);
-  return prob ? planSkinnyGemm(*prob, smCount) : std::nullopt;
+  return prob ? planSkinnyGemm(*prob, smCount,
+                               skinnyVariant(skinnyGemmVariant()))
+              : std::nullopt;
 }
 
 StatusOr<bool> skinnyLinear(CudaContext &ctx, const LinearArgs &a,

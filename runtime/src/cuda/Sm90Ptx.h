@@ -31,6 +31,36 @@ __device__ __forceinline__ void cpAsync16(uint32_t dst, const void *src,
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst),
                "l"(src), "r"(valid ? 16 : 0));
 }
+/// 16-byte cp.async that reads `srcBytes` (0..16) and zero-fills the rest.
+__device__ __forceinline__ void cpAsync16Bytes(uint32_t dst, const void *src,
+                                               int srcBytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst),
+               "l"(src), "r"(srcBytes));
+}
+/// Waits until at most N of this thread's cp.async groups are pending.
+template <int N> __device__ __forceinline__ void cpWaitGroup() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+/// ldmatrix x4 (.trans: each 8x8 matrix transposed) from shared memory.
+__device__ __forceinline__ void ldsm4(uint32_t (&r)[4], uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, "
+               "[%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+__device__ __forceinline__ void ldsm4T(uint32_t (&r)[4], uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 "
+               "{%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+/// Prefetches `bytes` (a multiple of 16, 16-byte aligned) of global memory
+/// into L2; no registers or shared memory are written.
+__device__ __forceinline__ void prefetchL2Bulk(const void *p, uint32_t bytes) {
+  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(p),
+               "r"(bytes)
+               : "memory");
+}
 __device__ __forceinline__ void cpCommit() {
   asm volatile("cp.async.commit_group;\n" ::);
 }

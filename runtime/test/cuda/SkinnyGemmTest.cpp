@@ -28,6 +28,14 @@ struct SkinnyEnv {
   ~SkinnyEnv() { unsetenv("MLART_SKINNY_GEMM"); }
 };
 
+/// MLART_SKINNY_VARIANT for one scope.
+struct VariantEnv {
+  explicit VariantEnv(int v) {
+    setenv("MLART_SKINNY_VARIANT", std::to_string(v).c_str(), 1);
+  }
+  ~VariantEnv() { unsetenv("MLART_SKINNY_VARIANT"); }
+};
+
 Arr randomArr(CudaDevice *d, DType t, std::vector<int64_t> s, float lo = -1,
               float hi = 1) {
   Arr a(d, t, std::move(s));
@@ -221,7 +229,7 @@ TEST(SkinnyGemm, LinearOddShapes) {
     checkLinear(dev, DType::BF16, M, 8, 64, true);
     checkLinear(dev, DType::BF16, M, 33, 40, true, 24);
   }
-  // Large K: the x slice needs the widest split.
+  // Large K: long slices through the ring.
   checkLinear(dev, DType::BF16, 64, 256, 6144, true);
 }
 
@@ -254,9 +262,29 @@ TEST(SkinnyGemm, PerHeadOddShapes) {
   for (int64_t B : {int64_t(1), int64_t(33)}) {
     checkPerHead(dev, false, B, 3, 128, 200, 208, 4, true);
     checkPerHead(dev, true, B, 5, 64, 8, 8, 0, true);
-    checkPerHead(dev, true, B, 2, 40, 36, 40, 0, true);
-    // N % 4 != 0: cuBLAS.
+    checkPerHead(dev, true, B, 2, 40, 40, 48, 0, true); // K < one chunk
+    checkPerHead(dev, true, B, 3, 136, 24, 24, 0, true); // K tail chunk
+    // W rows (N) not a multiple of 8 elements: cuBLAS.
+    checkPerHead(dev, true, B, 2, 40, 36, 40, 0, false);
     checkPerHead(dev, false, B, 3, 64, 202, 210, 1, false);
+  }
+}
+
+// Every A/B variant (ring depth, largest split, L2 prefetch) on the step
+// shapes and tails.
+TEST(SkinnyGemm, EveryVariant) {
+  REQUIRE_GPU();
+  for (int v = 0; v < cuda::kSkinnyVariants; ++v) {
+    SCOPED_TRACE("MLART_SKINNY_VARIANT=" + std::to_string(v));
+    VariantEnv env(v);
+    EXPECT_EQ(cuda::skinnyGemmVariant(), v);
+    checkLinear(dev, DType::BF16, 64, 3072, 2048, true);
+    checkLinear(dev, DType::BF16, 33, 576, 2048, true);
+    checkLinear(dev, DType::BF16, 1, 2048, 2048, true);
+    checkLinear(dev, DType::BF16, 7, 200, 304, true, 8);
+    checkLinear(dev, DType::F16, 17, 100, 1032, true);
+    checkPerHead(dev, false, 64, 16, 128, 512, 576, 0, true);
+    checkPerHead(dev, true, 33, 16, 512, 128, 136, 8, true);
   }
 }
 
