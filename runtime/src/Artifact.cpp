@@ -92,7 +92,8 @@ constexpr OperandSpec kRopeCacheUpdate[] = {
     {"positions", kR1, kIndex, false, false},
     {"cos_sin", kR2, kF32, false, false},
     {"q_pe", kR2 | kR3, kFloat, true, true},
-    {"k_pe_out", kR2, kFloat, true, true}};
+    {"k_pe_out", kR2, kFloat, true, true},
+    {"q_pe_in", kR2 | kR3, kFloat, true, false}};
 constexpr OperandSpec kDecode[] = {{"q", kR3, kFloat, false, false},
                                    {"block_table", kR2, kI32, false, false},
                                    {"seq_lens", kR1, kI32, false, false},
@@ -852,6 +853,20 @@ private:
           return invalid(what + ": operand '" + spec[k].name + "' must be " +
                          (withCache ? "present with" : "absent without") +
                          " a cache");
+    }
+    if (inst.opcode == Opcode::RopeCacheUpdate && inst.operands[7] != kNoIndex) {
+      // The q_pe source: the destination's shape and dtype (the kernels
+      // check the overlap, which depends on the bound buffers).
+      if (inst.operands[5] == kNoIndex)
+        return invalid(what + ": operand 'q_pe_in' needs 'q_pe'");
+      const ViewDecl &a = a_.views_[inst.operands[7]];
+      const ViewDecl &b = a_.views_[inst.operands[5]];
+      bool same = a.rank == b.rank && a.dtype == b.dtype;
+      for (int d = 0; same && d < a.rank; ++d)
+        same = a.sizes[d] == b.sizes[d];
+      if (!same)
+        return invalid(what + ": operands 'q_pe_in' and 'q_pe' differ in "
+                              "shape or dtype");
     }
     if (hasFloat) {
       if (!std::isfinite(inst.floatAttr) ||

@@ -235,11 +235,12 @@ uint32_t ArtifactWriter::ropeCacheUpdate(uint32_t cache, uint32_t kvC,
                                          uint32_t positions, uint32_t cosSin,
                                          RopeStyle style, uint32_t qPe,
                                          uint32_t kPeOut,
-                                         const std::string &loc) {
+                                         const std::string &loc,
+                                         uint32_t qPeIn) {
   return addInstruction(
       make(Opcode::RopeCacheUpdate,
-           {kvC, kPe, slotMapping, positions, cosSin, qPe, kPeOut}, loc, cache,
-           0.0f, int32_t(style)));
+           {kvC, kPe, slotMapping, positions, cosSin, qPe, kPeOut, qPeIn}, loc,
+           cache, 0.0f, int32_t(style)));
 }
 uint32_t ArtifactWriter::decodeAttention(uint32_t cache, uint32_t q,
                                          uint32_t blockTable, uint32_t seqLens,

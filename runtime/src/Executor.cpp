@@ -146,10 +146,11 @@ Status Executor::runInstruction(const Instruction &inst, StreamHandle stream) {
   case Opcode::RopeCacheUpdate:
     if (inst.kernel != kNoIndex && device_->supportsCodegenKernels())
       return runCodegen(
-          inst, {op(0), op(1), op(2), cache, op(3), op(4), style, op(5), op(6)},
+          inst,
+          {op(0), op(1), op(2), cache, op(3), op(4), style, op(5), op(6), op(7)},
           stream);
     return k.ropeCacheUpdate(
-        {op(0), op(1), op(2), cache, op(3), op(4), style, op(5), op(6)},
+        {op(0), op(1), op(2), cache, op(3), op(4), style, op(5), op(6), op(7)},
         stream);
   case Opcode::DecodeAttention:
     return k.decodeAttention({op(0), cache, op(1), op(2), inst.floatAttr, op(3),

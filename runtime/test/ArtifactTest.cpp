@@ -754,6 +754,91 @@ TEST(Artifact, RejectsInstructionsTheirKernelCannotRun) {
   }
 }
 
+/// rope_cache_update's optional q_pe source (slot 7): absent in older
+/// artifacts (q_pe rotated in place), else q_pe's shape and dtype and only
+/// with q_pe; slot 8 stays unused.
+TEST(Artifact, RopeCacheUpdateQPeSource) {
+  // Views of the small program: 0 x[2,12], 1 tmp, 2 w[12], 3 kv_c, 4 k_pe,
+  // 5 slots, 6 out.
+  auto program = [](bool withSource, ArtifactWriter &w, uint32_t &qIn,
+                    uint32_t &qOut) {
+    qIn = w.bufferView(0, 0, DType::BF16, {2, 2, 4}, {12, 6, 1});
+    qOut = w.arenaView(0, DType::BF16, {2, 2, 4});
+    const uint32_t cs = w.arenaView(64, DType::F32, {4, 4});
+    w.ropeCacheUpdate(0, 3, 4, 5, 5, cs, RopeStyle::NeoX, qOut, kNoIndex,
+                      "rope", withSource ? qIn : kNoIndex);
+  };
+  for (bool withSource : {false, true}) {
+    ArtifactWriter w = smallProgram();
+    w.allocateArena(128);
+    uint32_t qIn, qOut;
+    program(withSource, w, qIn, qOut);
+    StatusOr<std::vector<uint8_t>> b = w.finish();
+    ASSERT_TRUE(b.ok()) << b.status().toString();
+    StatusOr<Artifact> a = Artifact::load(b->data(), b->size());
+    ASSERT_TRUE(a.ok()) << a.status().toString();
+    const Instruction &inst = a->instructions().back();
+    EXPECT_EQ(inst.opcode, Opcode::RopeCacheUpdate);
+    EXPECT_EQ(inst.operands[5], qOut);
+    EXPECT_EQ(inst.operands[6], kNoIndex);
+    EXPECT_EQ(inst.operands[7], withSource ? qIn : kNoIndex);
+    EXPECT_EQ(inst.operands[8], kNoIndex);
+  }
+  {
+    ArtifactWriter w = smallProgram();
+    w.allocateArena(128);
+    const uint32_t qIn = w.bufferView(0, 0, DType::BF16, {2, 2, 4}, {12, 6, 1});
+    const uint32_t cs = w.arenaView(64, DType::F32, {4, 4});
+    w.ropeCacheUpdate(0, 3, 4, 5, 5, cs, RopeStyle::NeoX, kNoIndex, kNoIndex,
+                      "", qIn);
+    expectInvalid(w, "operand 'q_pe_in' needs 'q_pe'");
+  }
+  {
+    ArtifactWriter w = smallProgram();
+    w.allocateArena(128);
+    const uint32_t qIn = w.bufferView(0, 0, DType::BF16, {2, 1, 4}, {12, 6, 1});
+    const uint32_t qOut = w.arenaView(0, DType::BF16, {2, 2, 4});
+    const uint32_t cs = w.arenaView(64, DType::F32, {4, 4});
+    w.ropeCacheUpdate(0, 3, 4, 5, 5, cs, RopeStyle::NeoX, qOut, kNoIndex, "",
+                      qIn);
+    expectInvalid(w, "'q_pe_in' and 'q_pe' differ in shape or dtype");
+  }
+  {
+    ArtifactWriter w = smallProgram();
+    w.allocateArena(128);
+    const uint32_t qIn = w.arenaView(32, DType::F32, {2, 2, 4});
+    const uint32_t qOut = w.arenaView(0, DType::BF16, {2, 2, 4});
+    const uint32_t cs = w.arenaView(64, DType::F32, {4, 4});
+    w.ropeCacheUpdate(0, 3, 4, 5, 5, cs, RopeStyle::NeoX, qOut, kNoIndex, "",
+                      qIn);
+    expectInvalid(w, "'q_pe_in' and 'q_pe' differ in shape or dtype");
+  }
+  {
+    ArtifactWriter w = smallProgram();
+    w.allocateArena(128);
+    const uint32_t qIn = w.bufferView(0, 0, DType::I64, {2, 2, 1}, {3, 1, 1});
+    const uint32_t qOut = w.arenaView(0, DType::BF16, {2, 2, 4});
+    const uint32_t cs = w.arenaView(64, DType::F32, {4, 4});
+    w.ropeCacheUpdate(0, 3, 4, 5, 5, cs, RopeStyle::NeoX, qOut, kNoIndex, "",
+                      qIn);
+    expectInvalid(w, "operand 'q_pe_in' has dtype i64");
+  }
+  {
+    ArtifactWriter w = smallProgram();
+    w.allocateArena(128);
+    const uint32_t qIn = w.bufferView(0, 0, DType::BF16, {2, 2, 4}, {12, 6, 1});
+    const uint32_t qOut = w.arenaView(0, DType::BF16, {2, 2, 4});
+    const uint32_t cs = w.arenaView(64, DType::F32, {4, 4});
+    Instruction inst;
+    inst.opcode = Opcode::RopeCacheUpdate;
+    inst.cache = 0;
+    inst.intAttr = int32_t(RopeStyle::NeoX);
+    inst.operands = {3, 4, 5, 5, cs, qOut, kNoIndex, qIn, qIn, kNoIndex};
+    w.addInstruction(inst);
+    expectInvalid(w, "operand slot 8 must be empty");
+  }
+}
+
 TEST(Artifact, RejectsBadNamesAndCaches) {
   {
     ArtifactWriter w = smallProgram();

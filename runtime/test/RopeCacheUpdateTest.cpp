@@ -291,4 +291,207 @@ TEST(RopeCacheUpdate, ErrorsLeaveEverythingUntouched) {
   EXPECT_EQ(cacheBytes(cache), before);
 }
 
+/// The compiled decode step rotates q_pe out of place: the source is the
+/// strided q_pe of q_proj's output [T, H * (nope + rope)], the destination
+/// the rope columns of the assembled query [T, H, L + P]. The result must
+/// equal the in-place rotation bit for bit, leave the source and the latent
+/// columns alone, and write the cache and k_pe the same way.
+TEST(RopeCacheUpdate, OutOfPlaceEqualsInPlace) {
+  const int64_t T = 7, H = 16, nope = 128, latent = 512, rope = 64;
+  const int64_t qRow = H * (nope + rope), row = latent + rope;
+  for (RopeStyle style : {RopeStyle::GptJ, RopeStyle::NeoX}) {
+    SCOPED_TRACE(style == RopeStyle::NeoX ? "neox" : "gptj");
+    auto dev = createCpuDevice();
+    KVCacheDesc desc;
+    desc.numBlocks = 4;
+    desc.blockSize = 16;
+    KVCache outCache = std::move(KVCache::create(*dev, desc).value());
+    KVCache refCache = std::move(KVCache::create(*dev, desc).value());
+    ASSERT_TRUE(outCache.fill(kPoison).ok());
+    ASSERT_TRUE(refCache.fill(kPoison).ok());
+    std::mt19937 rng(style == RopeStyle::NeoX ? 21 : 22);
+    const HostTensor &table = cosSinTable(64, rope, 10000.0);
+    HostTensor kvC(DType::BF16, {T, latent}), kPe(DType::BF16, {T, rope}),
+        qProj(DType::BF16, {T, qRow}), query(DType::BF16, {T, H, row});
+    fillRandom(kvC, rng);
+    fillRandom(kPe, rng);
+    fillRandom(qProj, rng);
+    fillRandom(query, rng); // latent columns and poison in the rope columns
+    const HostTensor qProjBefore = qProj, queryBefore = query;
+    HostTensor positions = indexTensor({1, 3, 7, 12, 20, 40, 63});
+    std::vector<int64_t> slotValues = distinctSlots(T, desc.numSlots(), rng);
+    slotValues[2] = -1;
+    HostTensor slots = indexTensor(slotValues);
+
+    // In-place reference on a contiguous copy of the source.
+    HostTensor refQ(DType::BF16, {T, H, rope});
+    for (int64_t r = 0; r < T * H; ++r)
+      std::memcpy(refQ.bytes.data() + r * rope * 2,
+                  qProj.bytes.data() + (r * (nope + rope) + nope) * 2,
+                  size_t(rope) * 2);
+    HostTensor refK = kPe, outK = kPe;
+    RopeCacheUpdateArgs args;
+    args.kvC = kvC.ref;
+    args.slotMapping = slots.ref;
+    args.positions = positions.ref;
+    args.cosSin = table.ref;
+    args.style = style;
+    args.kPe = refK.ref;
+    args.cache = refCache.ref();
+    args.qPe = refQ.ref;
+    ASSERT_TRUE(cpuKernelLibrary().ropeCacheUpdate(args, nullptr).ok());
+
+    TensorRef src = qProj.ref; // [T, H, rope], strides {qRow, nope + rope, 1}
+    src.data = qProj.bytes.data() + nope * 2;
+    src.rank = 3;
+    src.sizes[0] = T, src.sizes[1] = H, src.sizes[2] = rope;
+    src.strides[0] = qRow, src.strides[1] = nope + rope, src.strides[2] = 1;
+    TensorRef dst = query.ref;
+    dst.data = query.bytes.data() + latent * 2;
+    dst.sizes[2] = rope;
+    args.kPe = outK.ref;
+    args.cache = outCache.ref();
+    args.qPe = dst;
+    args.qPeIn = src;
+    Status s = cpuKernelLibrary().ropeCacheUpdate(args, nullptr);
+    ASSERT_TRUE(s.ok()) << s.toString();
+
+    EXPECT_EQ(qProj.bytes, qProjBefore.bytes) << "the source was written";
+    EXPECT_EQ(outK.bytes, refK.bytes);
+    EXPECT_EQ(cacheBytes(outCache), cacheBytes(refCache));
+    for (int64_t r = 0; r < T * H; ++r) {
+      const uint8_t *got = query.bytes.data() + r * row * 2;
+      ASSERT_EQ(std::memcmp(got + latent * 2, refQ.bytes.data() + r * rope * 2,
+                            size_t(rope) * 2),
+                0)
+          << "rotated q_pe row " << r;
+      ASSERT_EQ(std::memcmp(got, queryBefore.bytes.data() + r * row * 2,
+                            size_t(latent) * 2),
+                0)
+          << "latent columns of row " << r;
+    }
+
+    // The same view as source and destination is the in-place rotation.
+    HostTensor sameQ(DType::BF16, {T, H, rope});
+    for (int64_t r = 0; r < T * H; ++r)
+      std::memcpy(sameQ.bytes.data() + r * rope * 2,
+                  qProjBefore.bytes.data() + (r * (nope + rope) + nope) * 2,
+                  size_t(rope) * 2);
+    HostTensor sameK = kPe;
+    KVCache sameCache = std::move(KVCache::create(*dev, desc).value());
+    args.kPe = sameK.ref;
+    args.cache = sameCache.ref();
+    args.qPe = sameQ.ref;
+    args.qPeIn = sameQ.ref;
+    ASSERT_TRUE(cpuKernelLibrary().ropeCacheUpdate(args, nullptr).ok());
+    EXPECT_EQ(sameQ.bytes, refQ.bytes);
+  }
+}
+
+/// A source that shares bytes with the destination without being the same
+/// view is refused, and a refused or failed out-of-place call writes
+/// nothing: not the destination, the source, k_pe nor the cache.
+TEST(RopeCacheUpdate, OutOfPlaceErrorsLeaveEverythingUntouched) {
+  auto dev = createCpuDevice();
+  KVCacheDesc desc;
+  desc.numBlocks = 4;
+  desc.blockSize = 16;
+  KVCache cache = std::move(KVCache::create(*dev, desc).value());
+  ASSERT_TRUE(cache.fill(kPoison).ok());
+  const std::vector<uint8_t> before = cacheBytes(cache);
+  std::mt19937 rng(12);
+  const HostTensor &table = cosSinTable(64, 64, 10000.0);
+  HostTensor kvC(DType::BF16, {2, 512}), kPe(DType::BF16, {2, 64}),
+      qIn(DType::BF16, {2, 4, 64}), qOut(DType::BF16, {2, 4, 64}),
+      both(DType::BF16, {2, 5, 64});
+  fillRandom(kvC, rng);
+  fillRandom(kPe, rng);
+  fillRandom(qIn, rng);
+  fillRandom(qOut, rng);
+  fillRandom(both, rng);
+  const HostTensor k0 = kPe, qIn0 = qIn, qOut0 = qOut, both0 = both;
+  HostTensor goodPos = indexTensor({1, 2}), badPos = indexTensor({1, 64});
+  HostTensor goodSlots = indexTensor({0, 1}), badSlots = indexTensor({0, 64});
+  RopeCacheUpdateArgs args;
+  args.kvC = kvC.ref;
+  args.kPe = kPe.ref;
+  args.cache = cache.ref();
+  args.cosSin = table.ref;
+  args.positions = goodPos.ref;
+  args.slotMapping = badSlots.ref;
+  args.qPe = qOut.ref;
+  args.qPeIn = qIn.ref;
+  EXPECT_EQ(cpuKernelLibrary().ropeCacheUpdate(args, nullptr).code(),
+            StatusCode::OutOfRange);
+  args.positions = badPos.ref;
+  args.slotMapping = goodSlots.ref;
+  EXPECT_EQ(cpuKernelLibrary().ropeCacheUpdate(args, nullptr).code(),
+            StatusCode::OutOfRange);
+  args.positions = goodPos.ref;
+
+  // Shape, dtype and a source without a destination.
+  HostTensor wrongShape(DType::BF16, {2, 3, 64}), wrongType(DType::F32, {2, 4, 64});
+  args.qPeIn = wrongShape.ref;
+  EXPECT_EQ(cpuKernelLibrary().ropeCacheUpdate(args, nullptr).code(),
+            StatusCode::InvalidArgument);
+  args.qPeIn = wrongType.ref;
+  EXPECT_EQ(cpuKernelLibrary().ropeCacheUpdate(args, nullptr).code(),
+            StatusCode::InvalidArgument);
+  args.qPe = TensorRef();
+  args.qPeIn = qIn.ref;
+  EXPECT_EQ(cpuKernelLibrary().ropeCacheUpdate(args, nullptr).code(),
+            StatusCode::InvalidArgument);
+
+  // Partial overlap: heads 0..3 and 1..4 of one [2, 5, 64] buffer.
+  TensorRef lo = both.ref, hi = both.ref;
+  lo.sizes[1] = hi.sizes[1] = 4;
+  hi.data = both.bytes.data() + 64 * 2;
+  args.qPe = lo;
+  args.qPeIn = hi;
+  EXPECT_EQ(cpuKernelLibrary().ropeCacheUpdate(args, nullptr).code(),
+            StatusCode::InvalidArgument);
+  args.qPe = hi;
+  args.qPeIn = lo;
+  EXPECT_EQ(cpuKernelLibrary().ropeCacheUpdate(args, nullptr).code(),
+            StatusCode::InvalidArgument);
+  // Interleaved views (same start, other strides) overlap too.
+  TensorRef strided = lo;
+  strided.strides[0] = 64;
+  strided.sizes[0] = 2;
+  strided.sizes[1] = 1;
+  TensorRef plain = lo;
+  plain.sizes[1] = 1;
+  args.qPe = plain;
+  args.qPeIn = strided;
+  EXPECT_EQ(cpuKernelLibrary().ropeCacheUpdate(args, nullptr).code(),
+            StatusCode::InvalidArgument);
+
+  EXPECT_EQ(kPe.bytes, k0.bytes);
+  EXPECT_EQ(qIn.bytes, qIn0.bytes);
+  EXPECT_EQ(qOut.bytes, qOut0.bytes);
+  EXPECT_EQ(both.bytes, both0.bytes);
+  EXPECT_EQ(cacheBytes(cache), before);
+
+  // Disjoint views of one buffer are fine (heads 0..1 into heads 3..4).
+  TensorRef a = both.ref, b = both.ref;
+  a.sizes[0] = b.sizes[0] = 1;
+  a.sizes[1] = b.sizes[1] = 2;
+  b.data = both.bytes.data() + 3 * 64 * 2;
+  HostTensor one = indexTensor({5});
+  HostTensor noSlot = indexTensor({-1});
+  HostTensor kv1(DType::BF16, {1, 512}), k1(DType::BF16, {1, 64});
+  args.kvC = kv1.ref;
+  args.kPe = k1.ref;
+  args.positions = one.ref;
+  args.slotMapping = noSlot.ref;
+  args.qPe = b;
+  args.qPeIn = a;
+  Status s = cpuKernelLibrary().ropeCacheUpdate(args, nullptr);
+  EXPECT_TRUE(s.ok()) << s.toString();
+  EXPECT_EQ(std::memcmp(both.bytes.data(), both0.bytes.data(), 2 * 64 * 2), 0);
+  EXPECT_NE(std::memcmp(both.bytes.data() + 3 * 64 * 2,
+                        both0.bytes.data() + 3 * 64 * 2, 2 * 64 * 2),
+            0);
+}
+
 } // namespace

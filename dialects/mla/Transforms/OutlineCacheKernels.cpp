@@ -189,7 +189,7 @@ public:
 private:
   /// Memref arguments (the order of mlart/Codegen.h).
   enum Mem { KvC, KPe, Slots, Cache, Positions, CosSin, QPe, BadSlot, BadPos,
-             CallFailed };
+             CallFailed, QPeIn };
   /// The two bf16 vectors of a k_pe or q_pe rope item.
   struct RopeItem {
     Value a, b;
@@ -246,7 +246,8 @@ private:
   /// Rotates 8 pairs by the cos/sin of `pos` (see docs/codegen.md):
   /// returns the new A and B vectors.
   std::pair<Value, Value> rotate(const RopeItem &r, Value pos, Value g);
-  /// Rotates item `g` by `pos` (in range), stores it back in place and,
+  /// Rotates item `g` by `pos` (in range), stores it at `rowStart` of
+  /// `memref` (where it was loaded from, or q_pe's destination) and,
   /// when `cacheRow` is given and `write` holds, into the cache row.
   void storeRope(Value memref, Value rowStart, Value g, Value pos,
                  const RopeItem &r, Value cacheRow, Value write);
@@ -259,7 +260,7 @@ private:
   const KernelPlan &p;
   gpu::GPUFuncOp func;
   Value T, N, kvStride, kpStride, slotStride, numSlots, posStride, csStride,
-      maxPos, qS0, qS1, hq, prevalidated;
+      maxPos, qS0, qS1, hq, prevalidated, qInS0, qInS1;
 };
 
 Value KernelEmitter::loadIndex(Value memref, Value index, Value valid) {
@@ -457,6 +458,8 @@ void KernelEmitter::emit() {
   prevalidated = arith::CmpIOp::create(
       b, arith::CmpIPredicate::ne, arg(mlart::kCodegenMemrefArgs + 12),
       arith::ConstantIntOp::create(b, 0, 64));
+  qInS0 = scalar(13);
+  qInS1 = scalar(14);
 
   Value tid = gpu::ThreadIdOp::create(b, gpu::Dimension::x);
   Value bid = gpu::BlockIdOp::create(b, gpu::Dimension::x);
@@ -627,9 +630,11 @@ void KernelEmitter::emit() {
       auto ifQ = scf::IfOp::create(b, inRange(posQ, maxPos), false);
       OpBuilder::InsertionGuard guard(b);
       b.setInsertionPointToStart(&ifQ.getThenRegion().front());
+      // Read from q_pe_in (q_pe itself when in place), write q_pe.
       Value qRow = add(mul(tq, qS0), mul(h, qS1));
-      storeRope(arg(QPe), qRow, g, posQ, loadRope(arg(QPe), qRow, g, Value()),
-                Value(), Value());
+      Value qInRow = add(mul(tq, qInS0), mul(h, qInS1));
+      storeRope(arg(QPe), qRow, g, posQ,
+                loadRope(arg(QPeIn), qInRow, g, Value()), Value(), Value());
     };
     {
       auto ifFirst = scf::IfOp::create(b, lt(qFirst, qTotal), false);
@@ -716,7 +721,7 @@ struct MLAOutlineCacheKernelsPass
     SmallVector<Type> args = {mem(p.input),   mem(p.input),   mem(p.slotType),
                               mem(i8),        mem(p.posType), mem(f32),
                               mem(p.input),   mem(i32),       mem(i32),
-                              mem(i32)};
+                              mem(i32),       mem(p.input)};
     args.append(mlart::kCodegenScalarArgs, i64);
     ImplicitLocOpBuilder b(loc, ctx);
     b.setInsertionPointToEnd(gpuModule.getBody());

@@ -13,6 +13,9 @@
 //    q_concat between them lowers to nothing;
 //  - the fused rope update rotates k_pe where it lies when nobody can see
 //    the rotation (a view of a temporary with no later reader), else a copy;
+//    it reads q_pe where it lies and writes the rotation to its destination
+//    (no copy) unless the kernel cannot read the view or it may share bytes
+//    with what the op writes;
 //  - arena allocations are then placed by liveness (ArenaPlanner), so the
 //    arena does not grow with the number of layers.
 //
@@ -120,6 +123,9 @@ private:
   LogicalResult declareResults();
   LogicalResult planQueryAssembly();
   bool canRotateKPeInPlace(RopeKVCacheUpdateOp update, unsigned kPeView);
+  bool canRotateQPeFrom(unsigned source, unsigned dest, unsigned kPe) const;
+  /// True when the two views may share bytes.
+  bool mayOverlap(unsigned a, unsigned b) const;
   LogicalResult translate(Operation *op);
   LogicalResult translateView(Operation *op);
 
@@ -392,7 +398,7 @@ LogicalResult Translator::declareResults() {
 /// The decode query is concat(q_absorb(...), rotated q_pe): instead of a
 /// q_concat kernel copying both parts, allocate the query once and let
 /// q_absorb write its first L columns (a strided view) and the fused rope
-/// update copy and rotate q_pe in its last P columns. Only when q_concat is
+/// update rotate q_pe into its last P columns. Only when q_concat is
 /// each part's sole reader (otherwise the part stays a tensor of its own)
 /// and the element types agree; anything else keeps the q_concat
 /// instruction.
@@ -473,6 +479,49 @@ bool Translator::canRotateKPeInPlace(RopeKVCacheUpdateOp update,
   const mlart::ViewDecl &decl = views[kPeView].decl;
   return decl.rank == 2 && (decl.sizes[1] <= 1 || decl.strides[1] == 1) &&
          (decl.sizes[0] <= 1 || decl.strides[0] >= decl.sizes[1]);
+}
+
+bool Translator::mayOverlap(unsigned a, unsigned b) const {
+  const PendingView &x = views[a], &y = views[b];
+  // Distinct arena allocations that one instruction uses are live together,
+  // so the planner keeps them apart; distinct buffers are distinct
+  // arguments (the kernels check what is actually bound).
+  if (x.decl.base != y.decl.base)
+    return false;
+  if (x.decl.base == mlart::ViewBase::Arena ? x.allocId != y.allocId
+                                            : x.decl.baseIndex !=
+                                                  y.decl.baseIndex)
+    return false;
+  auto range = [](const mlart::ViewDecl &d) -> std::pair<int64_t, int64_t> {
+    int64_t last = 0;
+    for (int i = 0; i < d.rank; ++i) {
+      if (d.sizes[i] == 0)
+        return {0, 0};
+      last += (d.sizes[i] - 1) * d.strides[i];
+    }
+    int64_t bytes = int64_t(mlart::dtypeSize(d.dtype));
+    return {d.byteOffset, d.byteOffset + (last + 1) * bytes};
+  };
+  auto [x0, x1] = range(x.decl);
+  auto [y0, y1] = range(y.decl);
+  return x0 < x1 && y0 < y1 && x0 < y1 && y0 < x1;
+}
+
+/// The kernel reads q_pe from `source` and writes the rotation to `dest`
+/// when the source has unit inner stride (the kernels' operand rule) and
+/// none of the bytes the op writes - the destination and the rotated k_pe
+/// `kPe` - can be among the source's. Otherwise the source is copied into
+/// the destination first, as before.
+bool Translator::canRotateQPeFrom(unsigned source, unsigned dest,
+                                  unsigned kPe) const {
+  const mlart::ViewDecl &s = views[source].decl, &d = views[dest].decl;
+  if (s.rank != 3 || d.rank != 3 || s.dtype != d.dtype ||
+      (s.sizes[2] > 1 && s.strides[2] != 1))
+    return false;
+  for (int i = 0; i < 3; ++i)
+    if (s.sizes[i] != d.sizes[i])
+      return false;
+  return !mayOverlap(source, dest) && !mayOverlap(source, kPe);
 }
 
 LogicalResult Translator::translateView(Operation *op) {
@@ -650,8 +699,8 @@ LogicalResult Translator::translate(Operation *op) {
         auto kernel = kernelOf(op, mlart::Opcode::RopeCacheUpdate);
         if (failed(cache) || failed(in) || failed(kernel))
           return failure();
-        // The kernel rotates k_pe and q_pe in place: rotate copies, which
-        // are the op's results when it has them, or k_pe itself when no one
+        // The kernel rotates k_pe in place: rotate a copy, which is the
+        // op's k_pe_out result when it has one, or k_pe itself when no one
         // can observe that.
         auto kPeType = cast<RankedTensorType>(update.getKPe().getType());
         unsigned kPe = (*in)[1];
@@ -665,24 +714,30 @@ LogicalResult Translator::translate(Operation *op) {
           kPe = newAllocation(kPeType, views[(*in)[1]].decl.dtype);
           copy((*in)[1], kPe);
         }
-        unsigned qPe = kAbsent;
+        // q_pe is rotated from its source into the result (no copy) when
+        // the kernel can read the source where it lies (see
+        // canRotateQPeFrom), else from a copy in the result.
+        unsigned qPe = kAbsent, qPeIn = kAbsent;
         if (Value q = update.getQPe()) {
           auto qIn = viewOf(op, q);
           auto qOut = resultView(update.getQPeOut());
           if (failed(qIn) || failed(qOut))
             return failure();
-          copy(*qIn, *qOut);
           qPe = *qOut;
+          if (canRotateQPeFrom(*qIn, *qOut, kPe))
+            qPeIn = *qIn;
+          else
+            copy(*qIn, *qOut);
         }
         auto style = update.getStyle() == RopeStyle::neox
                          ? mlart::RopeStyle::NeoX
                          : mlart::RopeStyle::GptJ;
         uint32_t c = *cache, k = *kernel;
-        addInst({(*in)[0], kPe, (*in)[2], (*in)[3], (*in)[4], qPe},
+        addInst({(*in)[0], kPe, (*in)[2], (*in)[3], (*in)[4], qPe, qPeIn},
                 [this, c, k, style, loc](ArrayRef<uint32_t> v) {
                   uint32_t i = writer.ropeCacheUpdate(
                       c, v[0], v[1], v[2], v[3], v[4], style, v[5],
-                      mlart::kNoIndex, loc);
+                      mlart::kNoIndex, loc, v[6]);
                   if (k != kAbsent)
                     writer.setInstructionKernel(i, k);
                 });

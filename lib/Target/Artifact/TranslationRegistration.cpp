@@ -75,11 +75,19 @@ void printListing(const mlart::Artifact &artifact, raw_ostream &os) {
       os << " codegen(kernel" << inst.kernel << ")";
     if (inst.cache != mlart::kNoIndex)
       os << " cache" << inst.cache;
-    for (uint32_t operand : inst.operands) {
-      if (operand == mlart::kNoIndex)
-        continue;
+    // Absent operands print as "-" up to the last present one, so a slot's
+    // position stays readable (rope_cache_update's q_pe_in follows the
+    // often absent k_pe_out).
+    int last = -1;
+    for (int k = 0; k < mlart::kMaxOperands; ++k)
+      if (inst.operands[size_t(k)] != mlart::kNoIndex)
+        last = k;
+    for (int k = 0; k <= last; ++k) {
       os << " ";
-      printView(operand);
+      if (inst.operands[size_t(k)] == mlart::kNoIndex)
+        os << "-";
+      else
+        printView(inst.operands[size_t(k)]);
     }
     os << "\n";
   }

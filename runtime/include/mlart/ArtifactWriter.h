@@ -83,7 +83,8 @@ public:
                            uint32_t slotMapping, uint32_t positions,
                            uint32_t cosSin, RopeStyle style,
                            uint32_t qPe = kNoIndex, uint32_t kPeOut = kNoIndex,
-                           const std::string &loc = {});
+                           const std::string &loc = {},
+                           uint32_t qPeIn = kNoIndex);
   uint32_t decodeAttention(uint32_t cache, uint32_t q, uint32_t blockTable,
                            uint32_t seqLens, uint32_t out, float softmaxScale,
                            uint32_t lse = kNoIndex, int numSplits = 0,

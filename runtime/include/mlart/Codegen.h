@@ -39,13 +39,14 @@ std::string codegenKernelName(const CodegenSignature &sig);
 /// Parameters of every generated cache-write kernel, in order (MLIR's
 /// default memref calling convention: each memref is five parameters,
 /// allocated pointer, aligned pointer, offset, size, stride).
-constexpr int kCodegenMemrefArgs = 10; ///< kv_c k_pe slots cache positions
+/// q_pe_in is the source q_pe is rotated from (q_pe itself when in place).
+constexpr int kCodegenMemrefArgs = 11; ///< kv_c k_pe slots cache positions
                                        ///< cos_sin q_pe bad_slot bad_pos
-                                       ///< call_failed
-constexpr int kCodegenScalarArgs = 13; ///< T N kv_stride kp_stride
+                                       ///< call_failed q_pe_in
+constexpr int kCodegenScalarArgs = 15; ///< T N kv_stride kp_stride
                                        ///< slot_stride num_slots pos_stride
                                        ///< cs_stride max_pos q_s0 q_s1 hq
-                                       ///< prevalidated
+                                       ///< prevalidated q_in_s0 q_in_s1
 /// PTX parameters of every generated kernel.
 constexpr int kCodegenParams = kCodegenMemrefArgs * 5 + kCodegenScalarArgs;
 

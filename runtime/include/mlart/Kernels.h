@@ -68,7 +68,10 @@ std::vector<float> ropeCosSinTable(int64_t maxPos, int64_t rope,
 
 /// Fused rope + cache update: rotates kPe (and qPe if present) by positions,
 /// then writes concat(kvC, rotated kPe) like CacheUpdateArgs. qPe [T, Hq, rope]
-/// is rotated in place; rotated k_pe is written to kPeOut when present.
+/// is rotated in place, or, when qPeIn is present, receives the rotation of
+/// qPeIn (same shape and dtype, any strides; qPeIn is only read). qPeIn must
+/// be qPe itself or share no byte with it (partial overlap: InvalidArgument).
+/// Rotated k_pe is written to kPeOut when present.
 struct RopeCacheUpdateArgs {
   TensorRef kvC;
   TensorRef kPe;
@@ -77,8 +80,9 @@ struct RopeCacheUpdateArgs {
   TensorRef positions;
   TensorRef cosSin;
   RopeStyle style = RopeStyle::NeoX;
-  TensorRef qPe;    ///< optional, rotated in place
+  TensorRef qPe;    ///< optional, rotated in place (or from qPeIn)
   TensorRef kPeOut; ///< optional [T, rope]
+  TensorRef qPeIn;  ///< optional source of qPe; absent: in place
 };
 
 /// Absorbed decode attention over the paged cache.

@@ -1,12 +1,12 @@
 //===- RopeCacheUpdate.cpp - CPU kernel: fused rope + cache write ---------===//
 //
 // Semantics (the fused op must equal rope(q_pe); rope(k_pe); cacheUpdate):
-// every one of the T tokens has q_pe and k_pe rotated in place (and k_pe
-// copied to kPeOut), including tokens with a negative slot and padded tokens
+// every one of the T tokens has q_pe and k_pe rotated in place (q_pe from
+// q_pe_in when given, and k_pe copied to kPeOut), including tokens with a negative slot and padded tokens
 // past the slot mapping, because q still feeds attention; only the cache row
 // write is skipped for them. All checks (including checked-mode refusals)
 // run before anything is written, so an error leaves q_pe, k_pe, kPeOut and
-// the cache untouched.
+// the cache untouched (q_pe_in is never written).
 //
 //===----------------------------------------------------------------------===//
 #include "cpu/CacheWrite.h"
@@ -33,6 +33,7 @@ Status ropeCacheUpdate(const RopeCacheUpdateArgs &args) {
       return invalidArgument("q_pe " + args.qPe.describe() +
                              " does not match k_pe " + args.kPe.describe());
   }
+  MLART_RETURN_IF_ERROR(checkRopeSource(args.qPe, args.qPeIn));
   if (args.kPeOut.present()) {
     MLART_RETURN_IF_ERROR(checkRopeOperand(args.kPeOut, "k_pe_out", true,
                                            false));
@@ -49,6 +50,8 @@ Status ropeCacheUpdate(const RopeCacheUpdateArgs &args) {
 
   const size_t ropeBytes = size_t(ropeDim) * dtypeSize(args.kPe.dtype);
   const int64_t numSlots = args.slotMapping.sizes[0];
+  const bool outOfPlace =
+      args.qPeIn.present() && !sameView(args.qPe, args.qPeIn);
   for (int64_t t = 0; t < numTokens; ++t) {
     const float *cs = cosSinRow(args.cosSin, args.positions, t);
     uint8_t *kRow = rowPtr(args.kPe, t);
@@ -56,9 +59,15 @@ Status ropeCacheUpdate(const RopeCacheUpdateArgs &args) {
     if (args.kPeOut.present())
       std::memmove(rowPtr(args.kPeOut, t), kRow, ropeBytes);
     if (args.qPe.present())
-      for (int64_t h = 0; h < args.qPe.sizes[1]; ++h)
-        rotateRow(rowPtr(args.qPe, t, h), args.qPe.dtype, ropeDim, cs,
-                  args.style);
+      for (int64_t h = 0; h < args.qPe.sizes[1]; ++h) {
+        // Out of place: the row is disjoint from its source (checked), so
+        // copy, then rotate the copy exactly like the in-place path.
+        uint8_t *qRow = rowPtr(args.qPe, t, h);
+        if (outOfPlace)
+          std::memcpy(qRow, rowPtr(args.qPeIn, t, h),
+                      size_t(ropeDim) * dtypeSize(args.qPe.dtype));
+        rotateRow(qRow, args.qPe.dtype, ropeDim, cs, args.style);
+      }
     if (t < numSlots) {
       const int64_t slot = loadIndex(args.slotMapping, t);
       if (slot >= 0)

@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <string>
+#include <utility>
 
 namespace mlart::cpu {
 
@@ -57,6 +58,56 @@ Status checkRopeOperand(const TensorRef &x, const char *name, bool allowRank2,
     return invalidArgument(std::string(name) +
                            " needs an even rotary dimension, got " +
                            x.describe());
+  return Status::success();
+}
+
+bool sameView(const TensorRef &a, const TensorRef &b) {
+  if (a.data != b.data || a.dtype != b.dtype || a.rank != b.rank)
+    return false;
+  for (int d = 0; d < a.rank; ++d)
+    if (a.sizes[d] != b.sizes[d] ||
+        (a.sizes[d] > 1 && a.strides[d] != b.strides[d]))
+      return false;
+  return true;
+}
+
+namespace {
+/// Bytes [first, last) that `t` may touch; empty for an empty tensor.
+std::pair<uintptr_t, uintptr_t> byteRange(const TensorRef &t) {
+  const int64_t es = int64_t(dtypeSize(t.dtype));
+  int64_t lo = 0, hi = 0;
+  for (int d = 0; d < t.rank; ++d) {
+    if (t.sizes[d] == 0)
+      return {0, 0};
+    const int64_t span = (t.sizes[d] - 1) * t.strides[d];
+    (span < 0 ? lo : hi) += span;
+  }
+  const uintptr_t base = reinterpret_cast<uintptr_t>(t.data);
+  return {base + uintptr_t(lo * es), base + uintptr_t((hi + 1) * es)};
+}
+} // namespace
+
+Status checkRopeSource(const TensorRef &qPe, const TensorRef &qPeIn) {
+  if (!qPeIn.present())
+    return Status::success();
+  if (!qPe.present())
+    return invalidArgument("q_pe_in " + qPeIn.describe() +
+                           " needs a q_pe destination");
+  MLART_RETURN_IF_ERROR(checkRopeOperand(qPeIn, "q_pe_in", false, true));
+  bool same = qPeIn.rank == qPe.rank && qPeIn.dtype == qPe.dtype;
+  for (int d = 0; same && d < qPe.rank; ++d)
+    same = qPeIn.sizes[d] == qPe.sizes[d];
+  if (!same)
+    return invalidArgument("q_pe_in " + qPeIn.describe() +
+                           " must match q_pe " + qPe.describe());
+  if (sameView(qPe, qPeIn))
+    return Status::success();
+  const auto [a0, a1] = byteRange(qPe);
+  const auto [b0, b1] = byteRange(qPeIn);
+  if (a0 < a1 && b0 < b1 && a0 < b1 && b0 < a1)
+    return invalidArgument("q_pe_in " + qPeIn.describe() +
+                           " partially overlaps q_pe " + qPe.describe() +
+                           " (pass the same view to rotate in place)");
   return Status::success();
 }
 

@@ -25,6 +25,17 @@ Status validateRopeTables(const TensorRef &positions, const TensorRef &cosSin,
 Status checkRopeOperand(const TensorRef &x, const char *name, bool allowRank2,
                         bool allowRank3);
 
+/// Checks the optional source of a rotation into `qPe` (see
+/// RopeCacheUpdateArgs::qPeIn): present only with qPe, same shape and
+/// dtype, and either the same view as qPe (in place) or no byte shared with
+/// it, since a partial overlap would make the result depend on the order
+/// of the threads' reads and writes.
+Status checkRopeSource(const TensorRef &qPe, const TensorRef &qPeIn);
+
+/// True when `a` and `b` are the same elements (same data, dtype, sizes
+/// and strides): a rotation from `a` into `b` is then in place.
+bool sameView(const TensorRef &a, const TensorRef &b);
+
 /// Rotates `ropeDim` contiguous values of type `dtype` at `row` in place by
 /// the cos/sin row `cs` (cos first half, sin second half); the result is
 /// rounded to `dtype` once.

@@ -5,7 +5,8 @@
 //    writes the cache row: plain layouts as 16-byte vector copies (when
 //    rows are 16-byte aligned), fp8 per-tensor and fp8_ds_mla with the same
 //    rounding as the CPU reference (tile amax by warp reduction);
-//  * all threads then rotate q_pe, one (token, head, pair) per thread.
+//  * all threads then rotate q_pe, one (token, head, pair) per thread,
+//    in place or from a separate source (q_pe_in: no copy before the call).
 // Slots and positions are device data. Each call is all-or-nothing: for
 // small calls (<= kInlineValidationLimit indices) every block scans all
 // slots and positions first and returns if any is bad (block 0 records
@@ -64,6 +65,8 @@ struct WriteParams {
   uint8_t *q = nullptr;
   int qType = 0;
   int64_t qS0 = 0, qS1 = 0;
+  const uint8_t *qIn = nullptr; // q_pe source: q itself when in place
+  int64_t qInS0 = 0, qInS1 = 0;
   int Hq = 0, qRope = 0;
   uint8_t *kOut = nullptr;
   int64_t kOutStride = 0;
@@ -287,7 +290,7 @@ __global__ void __launch_bounds__(kBulkThreads, 1)
   bulkWait<0>(); // every store complete before the block exits
 }
 
-__device__ __forceinline__ void rotatePair(uint8_t *row, int type, int64_t a,
+__device__ __forceinline__ void rotatePair(const uint8_t *row, int type, int64_t a,
                                            int64_t b, float c, float s,
                                            float &r0, float &r1) {
   const float x0 = loadF(row, type, a), x1 = loadF(row, type, b);
@@ -373,12 +376,14 @@ __device__ __forceinline__ void qLoad(const WriteParams &p, int64_t it,
   const int h = int(th % p.Hq);
   const int64_t t = th / p.Hq;
   r.row = reinterpret_cast<uint16_t *>(p.q) + t * p.qS0 + h * p.qS1;
+  const uint16_t *src =
+      reinterpret_cast<const uint16_t *>(p.qIn) + t * p.qInS0 + h * p.qInS1;
   const float *cs = csRow(p, t);
   const int n = p.style == 0 ? 4 : 8; // pairs per item
   const int first = n * r.g;
-  r.va = *reinterpret_cast<const uint4 *>(r.row + 8 * r.g);
+  r.va = *reinterpret_cast<const uint4 *>(src + 8 * r.g);
   if (p.style != 0)
-    r.vb = *reinterpret_cast<const uint4 *>(r.row + half + 8 * r.g);
+    r.vb = *reinterpret_cast<const uint4 *>(src + half + 8 * r.g);
   if (p.vec & 4) {
 #pragma unroll
     for (int j = 0; j < 8; j += 4) {
@@ -438,11 +443,12 @@ __device__ void rotateQGeneric(const WriteParams &p, int64_t first,
     const int h = int(th % p.Hq);
     const int64_t t = th / p.Hq;
     uint8_t *row = p.q + (t * p.qS0 + h * p.qS1) * qes;
+    const uint8_t *src = p.qIn + (t * p.qInS0 + h * p.qInS1) * qes;
     const float *cs = p.cs + loadIdx(p.pos, p.pos64, p.posStride, t) * p.csStride;
     const int64_t a = p.style == 0 ? 2 * i : i;
     const int64_t b = p.style == 0 ? 2 * i + 1 : i + half;
     float r0, r1;
-    rotatePair(row, p.qType, a, b, cs[i], cs[half + i], r0, r1);
+    rotatePair(src, p.qType, a, b, cs[i], cs[half + i], r0, r1);
     storeF(row, p.qType, a, r0);
     storeF(row, p.qType, b, r1);
   }
@@ -864,9 +870,16 @@ StatusOr<bool> tryCoopUpdate(CudaContext &ctx, WriteParams &p,
 Status launch(CudaContext &ctx, WriteParams &p, cudaStream_t stream,
               const TensorRef *slots, const TensorRef *positions,
               const KVCacheRef *cache) {
+  if (p.q && !p.qIn) { // in place
+    p.qIn = p.q;
+    p.qInS0 = p.qS0;
+    p.qInS1 = p.qS1;
+  }
   if (p.q && p.qType == int(DType::BF16) && p.rope == 64 &&
       reinterpret_cast<uintptr_t>(p.q) % 16 == 0 && p.qS0 % 8 == 0 &&
-      (p.qS1 % 8 == 0 || p.Hq == 1))
+      (p.qS1 % 8 == 0 || p.Hq == 1) &&
+      reinterpret_cast<uintptr_t>(p.qIn) % 16 == 0 && p.qInS0 % 8 == 0 &&
+      (p.qInS1 % 8 == 0 || p.Hq == 1))
     p.vec |= 2;
   if (p.cs && reinterpret_cast<uintptr_t>(p.cs) % 16 == 0 && p.csStride % 4 == 0)
     p.vec |= 4;
@@ -977,6 +990,7 @@ Status ropeCacheUpdate(CudaContext &ctx, const RopeCacheUpdateArgs &a,
       return invalidArgument("q_pe " + a.qPe.describe() +
                              " does not match k_pe " + a.kPe.describe());
   }
+  MLART_RETURN_IF_ERROR(checkRopeSource(a.qPe, a.qPeIn));
   if (a.kPeOut.present()) {
     MLART_RETURN_IF_ERROR(checkRopeOperand(a.kPeOut, "k_pe_out", true, false));
     if (a.kPeOut.sizes[0] != a.kPe.sizes[0] || a.kPeOut.sizes[1] != ropeDim ||
@@ -1005,6 +1019,11 @@ Status ropeCacheUpdate(CudaContext &ctx, const RopeCacheUpdateArgs &a,
     p.qS0 = a.qPe.strides[0];
     p.qS1 = a.qPe.strides[1];
     p.Hq = int(a.qPe.sizes[1]);
+    if (a.qPeIn.present()) {
+      p.qIn = static_cast<const uint8_t *>(a.qPeIn.data);
+      p.qInS0 = a.qPeIn.strides[0];
+      p.qInS1 = a.qPeIn.strides[1];
+    }
   }
   if (a.kPeOut.present()) {
     p.kOut = static_cast<uint8_t *>(a.kPeOut.data);

@@ -227,7 +227,7 @@ Status checkRopeOperands(const RopeCacheUpdateArgs &a) {
       return invalidArgument("q_pe " + a.qPe.describe() +
                              " does not match k_pe " + a.kPe.describe());
   }
-  return Status::success();
+  return checkRopeSource(a.qPe, a.qPeIn);
 }
 
 } // namespace
@@ -267,7 +267,7 @@ Status codegenCacheWrite(CudaContext &ctx, CodegenModules &modules,
   // separate k_pe_out (the compiler never asks for one).
   const bool fallback = a.cache.writeProtect || a.kPeOut.present() ||
                         !aligned16(a.kvC) || !aligned16(a.kPe) ||
-                        !aligned16(a.qPe) ||
+                        !aligned16(a.qPe) || !aligned16(a.qPeIn) ||
                         reinterpret_cast<uintptr_t>(a.cache.data) % 16 != 0;
   if (fallback)
     return rope ? ropeCacheUpdate(ctx, a, stream)
@@ -303,12 +303,15 @@ Status codegenCacheWrite(CudaContext &ctx, CodegenModules &modules,
   MemrefArg mems[kCodegenMemrefArgs] = {
       mem(a.kvC), mem(a.kPe), mem(a.slotMapping), MemrefArg(),
       mem(a.positions), mem(a.cosSin), mem(a.qPe), MemrefArg(), MemrefArg(),
-      MemrefArg()};
+      MemrefArg(), MemrefArg()};
   mems[3].allocated = mems[3].aligned = a.cache.data;
   mems[7].allocated = mems[7].aligned = &ctx.deviceRecord->badSlotIndex;
   mems[8].allocated = mems[8].aligned = &ctx.deviceRecord->badPosIndex;
   mems[9].allocated = mems[9].aligned = &ctx.deviceRecord->callFailed;
   const bool q = rope && a.qPe.present();
+  // In place, the kernel reads q_pe from q_pe itself.
+  const TensorRef &qIn = a.qPeIn.present() ? a.qPeIn : a.qPe;
+  mems[10] = mem(qIn);
   int64_t scalars[kCodegenScalarArgs] = {
       T,
       N,
@@ -322,7 +325,9 @@ Status codegenCacheWrite(CudaContext &ctx, CodegenModules &modules,
       q ? a.qPe.strides[0] : 0,
       q ? a.qPe.strides[1] : 0,
       q ? a.qPe.sizes[1] : 0,
-      prevalidated ? 1 : 0};
+      prevalidated ? 1 : 0,
+      q ? qIn.strides[0] : 0,
+      q ? qIn.strides[1] : 0};
   void *params[kCodegenParams];
   int n = 0;
   for (MemrefArg &m : mems) {

@@ -82,6 +82,11 @@ constexpr int64_t kBlocks = 96, kBlockSize = 16, kMaxPos = 512;
 struct Inputs {
   KVCacheDesc desc;
   Arr kv, kPe, slots, pos, cs, q;
+  /// q_proj's output [T, Hq * 192 + 8]; with qOutOfPlace q_pe is read from
+  /// its strided view (the last 64 of each head's 192 columns) and the
+  /// rotation written to q (the lowering's out-of-place rotation).
+  Arr qProj;
+  bool qOutOfPlace = false;
   std::vector<uint8_t> cacheInit;
   /// k_pe is the strided view of kv's last 64 columns (the layout the
   /// compiler rotates in place) instead of its own array.
@@ -91,7 +96,8 @@ struct Inputs {
       : kv(dev, DType::BF16, {c.T, 576}), kPe(dev, DType::BF16, {c.T, 64}),
         slots(dev, c.sig.slots, {c.N}), pos(dev, c.sig.positions, {c.T}),
         cs(dev, DType::F32, {kMaxPos, 64}),
-        q(dev, DType::BF16, {c.T, std::max<int64_t>(c.Hq, 1), 64}) {
+        q(dev, DType::BF16, {c.T, std::max<int64_t>(c.Hq, 1), 64}),
+        qProj(dev, DType::BF16, {c.T, std::max<int64_t>(c.Hq, 1) * 192 + 8}) {
     desc.numBlocks = kBlocks;
     desc.blockSize = kBlockSize;
     desc.latentRank = 512;
@@ -107,6 +113,7 @@ struct Inputs {
     kPe.random(-2.0f, 2.0f);
     cs.random(-1.0f, 1.0f);
     q.random(-2.0f, 2.0f);
+    qProj.random(-2.0f, 2.0f);
     std::vector<int64_t> perm(size_t(kBlocks * kBlockSize));
     std::iota(perm.begin(), perm.end(), 0);
     std::shuffle(perm.begin(), perm.end(), rng());
@@ -139,6 +146,16 @@ struct Inputs {
     pos.up(dev);
     cs.up(dev);
     q.up(dev);
+    qProj.up(dev);
+  }
+
+  /// The q_pe source view of qProj.
+  TensorRef qSource(TensorRef t, int64_t T, int64_t Hq) const {
+    t.data = static_cast<uint8_t *>(t.data) + 128 * 2;
+    t.rank = 3;
+    t.sizes[0] = T, t.sizes[1] = Hq, t.sizes[2] = 64;
+    t.strides[0] = Hq * 192 + 8, t.strides[1] = 192, t.strides[2] = 1;
+    return t;
   }
 
   RopeCacheUpdateArgs args(const Case &c, KVCache &cache) {
@@ -159,13 +176,15 @@ struct Inputs {
       a.style = c.sig.style;
       if (c.sig.rotatesQ)
         a.qPe = q.d();
+      if (c.sig.rotatesQ && qOutOfPlace)
+        a.qPeIn = qSource(qProj.d(), c.T, c.Hq);
     }
     return a;
   }
 };
 
 struct Result {
-  std::vector<uint8_t> cache, kPe, q, kv;
+  std::vector<uint8_t> cache, kPe, q, kv, qProj;
 };
 
 /// Runs the write through the library (kernel == null) or the generated
@@ -201,6 +220,7 @@ std::pair<Status, Result> attempt(CudaDevice *dev, const Case &c, Inputs &in,
   r.kPe = in.kPe.down(dev);
   r.q = in.q.down(dev);
   r.kv = in.kv.down(dev);
+  r.qProj = in.qProj.down(dev);
   return {s, r};
 }
 
@@ -396,6 +416,64 @@ void expectUntouched(const Inputs &in, const Result &r) {
   EXPECT_TRUE(r.q == in.q.host) << "q_pe changed";
 }
 
+// The lowering reads q_pe where it lies in q_proj's output and writes the
+// rotation into the assembled query (no copy): generated and library
+// kernels read q_pe_in and write q_pe bit-identical to the in-place
+// rotation of a contiguous copy, leave the source alone, and a bad slot or
+// position writes nothing (destination, source, k_pe, cache).
+TEST(CudaCodegen, OutOfPlaceQPeMatchesTheInPlaceRotation) {
+  REQUIRE_FIXTURE();
+  for (const CodegenSignature &sig : signatures()) {
+    if (!sig.rotatesQ)
+      continue;
+    for (auto [T, N, Hq] : {std::tuple<int64_t, int64_t, int64_t>{1, 1, 16},
+                            {4, 4, 16}, // the V2-Lite step
+                            {7, 5, 128},
+                            {1100, 700, 16}}) { // validated first
+      const Case c{sig, T, N, Hq};
+      SCOPED_TRACE(codegenKernelName(c.sig) + " T=" + std::to_string(T) +
+                   " Hq=" + std::to_string(Hq));
+      const CodegenKernel *k = findKernel(*art, c.sig);
+      ASSERT_NE(k, nullptr);
+      Inputs in(dev, c);
+      for (int64_t r = 0; r < T * Hq; ++r) // the copy the lowering no longer makes
+        std::memcpy(in.q.host.data() + r * 64 * 2,
+                    in.qProj.host.data() +
+                        ((r / Hq) * (Hq * 192 + 8) + (r % Hq) * 192 + 128) * 2,
+                    64 * 2);
+      const Result inPlace = run(dev, c, in, art, nullptr);
+      ASSERT_FALSE(inPlace.q == in.q.host) << "q_pe was not rotated";
+      in.q.poison();
+      in.qOutOfPlace = true;
+      const std::vector<uint8_t> source = in.qProj.host;
+      for (const CodegenKernel *kernel :
+           {k, static_cast<const CodegenKernel *>(nullptr)}) {
+        SCOPED_TRACE(kernel ? "generated" : "library");
+        const Result r = run(dev, c, in, art, kernel);
+        EXPECT_TRUE(r.q == inPlace.q) << "rotated q_pe differs";
+        EXPECT_TRUE(r.qProj == source) << "the source was written";
+        EXPECT_TRUE(r.kPe == inPlace.kPe) << "rotated k_pe differs";
+        EXPECT_TRUE(r.cache == inPlace.cache) << "cache bytes differ";
+      }
+      for (bool slot : {true, false}) {
+        Inputs bad(dev, c);
+        bad.q.poison();
+        bad.qOutOfPlace = true;
+        const BadIndex b = plant(bad, c, slot);
+        SCOPED_TRACE(b.message());
+        for (const CodegenKernel *kernel :
+             {k, static_cast<const CodegenKernel *>(nullptr)}) {
+          SCOPED_TRACE(kernel ? "generated" : "library");
+          auto [s, r] = attempt(dev, c, bad, art, kernel);
+          EXPECT_EQ(s.code(), StatusCode::OutOfRange) << s.toString();
+          expectUntouched(bad, r);
+          EXPECT_TRUE(r.qProj == bad.qProj.host) << "the source was written";
+        }
+      }
+    }
+  }
+}
+
 TEST(CudaCodegen, BadIndicesWriteNothing) {
   REQUIRE_FIXTURE();
   // Small calls (<= 1024 slots and positions) vote in every block; larger
@@ -524,32 +602,36 @@ TEST(CudaCodegen, RefusesAKernelOfAnotherArgumentBinding) {
   Case c = cases()[0];
   const CodegenKernel *k = findKernel(*art, c.sig);
   ASSERT_NE(k, nullptr);
-  // Valid PTX whose entry has the 57 parameters of the first binding (an
-  // artifact from before call_failed / prevalidated were added).
-  CodegenModule old;
-  old.ptx = ".version 8.0\n.target sm_90a\n.address_size 64\n.visible .entry " +
-            k->name + "(\n";
-  for (int i = 0; i < 57; ++i)
-    old.ptx += "\t.param .u64 " + k->name + "_param_" + std::to_string(i) +
-               (i < 56 ? ",\n" : "\n");
-  old.ptx += ")\n{\n\tret;\n}\n";
-  old.hash = fnv1a64(old.ptx.data(), old.ptx.size());
-  Inputs in(dev, c);
-  in.upload(dev);
-  StatusOr<KVCache> cache = KVCache::create(*dev, in.desc);
-  ASSERT_TRUE(cache.ok());
-  ASSERT_TRUE(
-      cache->writeBytes(0, in.cacheInit.data(), in.cacheInit.size()).ok());
-  const uint64_t before = dev->codegenLaunches();
-  Status s = dev->launchCodegenCacheWrite(old, *k, in.args(c, *cache), nullptr);
-  EXPECT_EQ(s.code(), StatusCode::InvalidArgument) << s.toString();
-  EXPECT_NE(s.message().find("takes 57 parameters, this runtime passes 63"),
-            std::string::npos)
-      << s.toString();
-  EXPECT_EQ(dev->codegenLaunches(), before);
-  std::vector<uint8_t> after(in.cacheInit.size());
-  ASSERT_TRUE(cache->readBytes(0, after.data(), after.size()).ok());
-  EXPECT_TRUE(after == in.cacheInit);
+  // Valid PTX whose entry has the parameters of an older binding: 57
+  // (before call_failed / prevalidated) or 63 (before q_pe_in).
+  for (int params : {57, 63}) {
+    SCOPED_TRACE(params);
+    CodegenModule old;
+    old.ptx = ".version 8.0\n.target sm_90a\n.address_size 64\n.visible .entry " +
+              k->name + "(\n";
+    for (int i = 0; i < params; ++i)
+      old.ptx += "\t.param .u64 " + k->name + "_param_" + std::to_string(i) +
+                 (i < params - 1 ? ",\n" : "\n");
+    old.ptx += ")\n{\n\tret;\n}\n";
+    old.hash = fnv1a64(old.ptx.data(), old.ptx.size());
+    Inputs in(dev, c);
+    in.upload(dev);
+    StatusOr<KVCache> cache = KVCache::create(*dev, in.desc);
+    ASSERT_TRUE(cache.ok());
+    ASSERT_TRUE(
+        cache->writeBytes(0, in.cacheInit.data(), in.cacheInit.size()).ok());
+    const uint64_t before = dev->codegenLaunches();
+    Status s = dev->launchCodegenCacheWrite(old, *k, in.args(c, *cache), nullptr);
+    EXPECT_EQ(s.code(), StatusCode::InvalidArgument) << s.toString();
+    EXPECT_NE(s.message().find("takes " + std::to_string(params) +
+                               " parameters, this runtime passes 70"),
+              std::string::npos)
+        << s.toString();
+    EXPECT_EQ(dev->codegenLaunches(), before);
+    std::vector<uint8_t> after(in.cacheInit.size());
+    ASSERT_TRUE(cache->readBytes(0, after.data(), after.size()).ok());
+    EXPECT_TRUE(after == in.cacheInit);
+  }
 }
 
 TEST(CudaCodegen, ModulesAreLoadedOncePerDevice) {

@@ -3,6 +3,7 @@
 #include "cuda/DecodeCommon.h"
 
 #include <algorithm>
+#include <cstring>
 #include <numeric>
 #include <string>
 
@@ -1016,6 +1017,135 @@ TEST(CudaRopeCacheUpdate, StridedQPeViewMatchesCpuBitForBit) {
     }
     EXPECT_TRUE(rotated);
   }
+}
+
+// Out-of-place q_pe (what the compiled decode step does, no copy before the
+// call): q_pe is read from the strided view of q_proj's output [T, H * 192]
+// (the last 64 of each head's 192 columns) and its rotation written to the
+// rope columns of the assembled query [T, H, 576], whose old contents are
+// poison. Bit-identical to the CPU reference (itself equal to the in-place
+// rotation), the source and the latent columns untouched; small (voted) and
+// large (pre-validated) calls, the vector path (bf16, 16-byte rows) and the
+// generic one (f16; and a source that is not 16-byte aligned); a bad slot
+// writes nothing, neither the destination nor the source.
+TEST(CudaRopeCacheUpdate, OutOfPlaceQPeMatchesCpuBitForBit) {
+  REQUIRE_GPU();
+  const int64_t latent = 512, rope = 64, nope = 128, row = latent + rope;
+  struct C {
+    int64_t T;
+    int H;
+    RopeStyle style;
+    DType type;
+    int64_t skew; // elements the source is shifted by (1: unaligned)
+  };
+  for (C c : {C{1, 16, RopeStyle::GptJ, DType::BF16, 0},
+              C{4, 16, RopeStyle::GptJ, DType::BF16, 0}, // the V2-Lite step
+              C{7, 128, RopeStyle::NeoX, DType::BF16, 0},
+              C{1300, 16, RopeStyle::NeoX, DType::BF16, 0},
+              C{9, 16, RopeStyle::GptJ, DType::BF16, 1},
+              C{33, 8, RopeStyle::NeoX, DType::F16, 0}}) {
+    SCOPED_TRACE("T=" + std::to_string(c.T) + " H=" + std::to_string(c.H) +
+                 " skew=" + std::to_string(c.skew));
+    const int64_t qRow = c.H * (nope + rope) + 8; // room for the skew
+    Cache cache(dev, CacheLayout::Plain, c.type, 128, 32);
+    Arr kv = randomArr(dev, c.type, {c.T, latent}, -2, 2);
+    Arr kp = randomArr(dev, c.type, {c.T, rope}, -2, 2);
+    Arr qProj = randomArr(dev, c.type, {c.T, qRow}, -2, 2);
+    Arr query = randomArr(dev, c.type, {c.T, c.H, row}, -2, 2);
+    query.poison(); // every byte, then random latent columns again
+    Arr latentCols = randomArr(dev, c.type, {c.T, c.H, row}, -2, 2);
+    for (int64_t r = 0; r < c.T * c.H; ++r)
+      std::memcpy(query.host.data() + r * row * 2,
+                  latentCols.host.data() + r * row * 2, size_t(latent) * 2);
+    query.up(dev);
+    const std::vector<uint8_t> queryBefore = query.host, srcBefore = qProj.host;
+    Arr cs = cosSinTable(dev, 8192, rope);
+    Arr pos(dev, DType::I64, {c.T});
+    std::vector<int64_t> p(static_cast<size_t>(c.T));
+    for (auto &v : p)
+      v = 1 + int64_t(rng()() % 8191);
+    pos.setI64(p);
+    pos.up(dev);
+    std::vector<int64_t> sl = randomSlots(c.T, cache.desc.numSlots());
+    Arr slots = slotArr(dev, sl, true);
+    auto src = [&](TensorRef t) {
+      t.data = static_cast<uint8_t *>(t.data) + (nope + c.skew) * 2;
+      t.rank = 3;
+      t.sizes[0] = c.T, t.sizes[1] = c.H, t.sizes[2] = rope;
+      t.strides[0] = qRow, t.strides[1] = nope + rope, t.strides[2] = 1;
+      return t;
+    };
+    auto dst = [&](TensorRef t) {
+      t.data = static_cast<uint8_t *>(t.data) + latent * 2;
+      t.sizes[2] = rope;
+      return t;
+    };
+    RopeCacheUpdateArgs h{kv.h(),  kp.h(),           slots.h(),   cache.h(),
+                          pos.h(), cs.h(),           c.style,     dst(query.h()),
+                          TensorRef(), src(qProj.h())};
+    RopeCacheUpdateArgs g{kv.d(),  kp.d(),           slots.d(),   cache.d(),
+                          pos.d(), cs.d(),           c.style,     dst(query.d()),
+                          TensorRef(), src(qProj.d())};
+
+    // A bad slot first: nothing is written anywhere.
+    std::vector<int64_t> badSl = sl;
+    badSl[size_t(c.T / 2)] = cache.desc.numSlots();
+    Arr badSlots = slotArr(dev, badSl, true);
+    g.slotMapping = badSlots.d();
+    Status s = dev->kernels().ropeCacheUpdate(g, nullptr);
+    EXPECT_EQ(s.code(), StatusCode::OutOfRange) << s.message();
+    EXPECT_TRUE(query.down(dev) == queryBefore) << "destination after a bad slot";
+    EXPECT_TRUE(qProj.down(dev) == srcBefore) << "source after a bad slot";
+    EXPECT_TRUE(kp.down(dev) == kp.host) << "k_pe after a bad slot";
+    EXPECT_TRUE(cache.bytes.down(dev) == cache.bytes.host) << "cache after a bad slot";
+
+    g.slotMapping = slots.d();
+    ASSERT_TRUE(cpu().ropeCacheUpdate(h, nullptr).ok());
+    s = dev->kernels().ropeCacheUpdate(g, nullptr);
+    ASSERT_TRUE(s.ok()) << s.message();
+    const std::vector<uint8_t> got = query.down(dev);
+    EXPECT_TRUE(got == query.host) << "assembled query";
+    EXPECT_TRUE(qProj.down(dev) == srcBefore) << "the source was written";
+    EXPECT_TRUE(cache.bytes.down(dev) == cache.bytes.host) << "cache";
+    EXPECT_TRUE(kp.down(dev) == kp.host) << "k_pe";
+    // Not vacuous: the rope columns were poison and now hold rotated values.
+    EXPECT_NE(std::memcmp(got.data() + latent * 2, queryBefore.data() + latent * 2,
+                          size_t(rope) * 2),
+              0);
+  }
+}
+
+// A source that partially overlaps the destination is refused on the host,
+// before any launch; the same view as source and destination is in place.
+TEST(CudaRopeCacheUpdate, OutOfPlaceQPeRefusesPartialOverlap) {
+  REQUIRE_GPU();
+  Cache cache(dev, CacheLayout::Plain, DType::BF16, 16, 16);
+  Arr kv = randomArr(dev, DType::BF16, {2, 512});
+  Arr kp = randomArr(dev, DType::BF16, {2, 64});
+  Arr q = randomArr(dev, DType::BF16, {2, 5, 64});
+  Arr cs = cosSinTable(dev, 64, 64);
+  Arr pos = slotArr(dev, {3, 4}, true);
+  Arr slots = slotArr(dev, {0, 1}, true);
+  TensorRef lo = q.d(), hi = q.d();
+  lo.sizes[1] = hi.sizes[1] = 4;
+  hi.data = static_cast<uint8_t *>(hi.data) + 64 * 2;
+  RopeCacheUpdateArgs g{kv.d(), kp.d(), slots.d(), cache.d(), pos.d(), cs.d(),
+                        RopeStyle::NeoX, lo, TensorRef(), hi};
+  Status s = dev->kernels().ropeCacheUpdate(g, nullptr);
+  EXPECT_EQ(s.code(), StatusCode::InvalidArgument) << s.message();
+  EXPECT_TRUE(q.down(dev) == q.host);
+  EXPECT_TRUE(kp.down(dev) == kp.host);
+  EXPECT_TRUE(cache.bytes.down(dev) == cache.bytes.host);
+
+  RopeCacheUpdateArgs h{kv.h(), kp.h(), slots.h(), cache.h(), pos.h(), cs.h(),
+                        RopeStyle::NeoX, q.h(), TensorRef(), q.h()};
+  g.qPe = g.qPeIn = q.d();
+  ASSERT_TRUE(cpu().ropeCacheUpdate(h, nullptr).ok());
+  s = dev->kernels().ropeCacheUpdate(g, nullptr);
+  ASSERT_TRUE(s.ok()) << s.message();
+  EXPECT_TRUE(q.down(dev) == q.host);
+  EXPECT_TRUE(kp.down(dev) == kp.host);
+  EXPECT_TRUE(cache.bytes.down(dev) == cache.bytes.host);
 }
 
 } // namespace

@@ -16,8 +16,7 @@
 // CHECK-LABEL: artifact @in_place arena 2304 bytes
 // CHECK: 0: linear buffer0+0[2x64] buffer1+0[144x64] arena+[[#P:]][2x144]
 // CHECK-NEXT: 1: rms_norm arena+[[#P]][2x128]{144,1} buffer2+0[128] arena+[[#N:]][2x128]
-// CHECK-NEXT: 2: copy buffer3+0[2x4x16] buffer7+0[2x4x16]
-// CHECK-NEXT: 3: rope_cache_update cache0 arena+[[#N]][2x128] arena+[[#P+512]][2x16]{144,1} buffer4+0[2] buffer5+0[2] buffer6+0[16x16] buffer7+0[2x4x16]
+// CHECK-NEXT: 2: rope_cache_update cache0 arena+[[#N]][2x128] arena+[[#P+512]][2x16]{144,1} buffer4+0[2] buffer5+0[2] buffer6+0[16x16] buffer7+0[2x4x16] - buffer3+0[2x4x16]
 // CHECK-NOT: copy
 func.func @in_place(%x: tensor<2x64xf32>, %w_a: tensor<144x64xf32>,
                     %w: tensor<128xf32>, %q_pe: tensor<2x4x16xf32>,

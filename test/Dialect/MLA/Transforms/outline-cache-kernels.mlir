@@ -14,7 +14,7 @@
 // CHECK-LABEL: func.func @plain
 // CHECK: mla.kv_cache_update {{.*}} {mla.kernel = {block_threads = 576 : i32, symbol = @mla_kernels::@[[K:mla_cache_update_plain_bf16_l512_p64_in_bf16_slot_i64]], tokens_per_block = 8 : i32}}
 // CHECK: gpu.module @mla_kernels
-// CHECK: gpu.func @[[K]](%{{.*}}: memref<?xbf16, 1>, %{{.*}}: memref<?xbf16, 1>, %[[SLOTS:arg[0-9]+]]: memref<?xi64, 1>, %[[CACHE:arg[0-9]+]]: memref<?xi8, 1>, %{{.*}}: memref<?xi64, 1>, %{{.*}}: memref<?xf32, 1>, %{{.*}}: memref<?xbf16, 1>, %[[BADSLOT:arg[0-9]+]]: memref<?xi32, 1>, %{{.*}}: memref<?xi32, 1>, %[[FAILED:arg[0-9]+]]: memref<?xi32, 1>, %{{.*}}: i64, {{.*}}, %[[PRE:arg[0-9]+]]: i64) kernel attributes {known_block_size = array<i32: 576, 1, 1>, nvvm.minctasm = 3 : i32}
+// CHECK: gpu.func @[[K]](%{{.*}}: memref<?xbf16, 1>, %{{.*}}: memref<?xbf16, 1>, %[[SLOTS:arg[0-9]+]]: memref<?xi64, 1>, %[[CACHE:arg[0-9]+]]: memref<?xi8, 1>, %{{.*}}: memref<?xi64, 1>, %{{.*}}: memref<?xf32, 1>, %{{.*}}: memref<?xbf16, 1>, %[[BADSLOT:arg[0-9]+]]: memref<?xi32, 1>, %{{.*}}: memref<?xi32, 1>, %[[FAILED:arg[0-9]+]]: memref<?xi32, 1>, %{{.*}}: memref<?xbf16, 1>, %{{.*}}: i64, {{.*}}, %[[PRE:arg[0-9]+]]: i64, %{{.*}}: i64, %{{.*}}: i64) kernel attributes {known_block_size = array<i32: 576, 1, 1>, nvvm.minctasm = 3 : i32}
 // CHECK-NEXT: nvvm.griddepcontrol wait
 // CHECK-NEXT: nvvm.griddepcontrol launch_dependents
 // CHECK: %[[PREV:.*]] = arith.cmpi ne, %[[PRE]], %c0_i64 : i64
@@ -69,10 +69,12 @@ func.func @plain(%kv_c: tensor<4x512xbf16>, %k_pe: tensor<4x64xbf16>, %slots: te
 // token's slot and position and the position of the thread's first q item
 // are loaded before the vote; the scan checks slots and positions (both
 // loaded before either is compared) and records bad positions too; k_pe
-// and q_pe are loaded with their cos/sin and stored after the vote.
+// and q_pe are loaded with their cos/sin and stored after the vote. q_pe
+// items are loaded from q_pe_in (the last memref; q_pe itself when the
+// rotation is in place) and stored to q_pe.
 // CHECK-LABEL: func.func @rope
 // CHECK: mla.rope_kv_cache_update gptj {{.*}}symbol = @mla_kernels::@mla_rope_cache_update_plain_bf16_l512_p64_in_bf16_slot_i32_gptj_pos_i64_q
-// CHECK: gpu.func @mla_rope_cache_update_plain_bf16_l512_p64_in_bf16_slot_i32_gptj_pos_i64_q(%{{.*}}: memref<?xbf16, 1>, %[[KPE:arg[0-9]+]]: memref<?xbf16, 1>, %[[SLOTS:arg[0-9]+]]: memref<?xi32, 1>, %{{.*}}: memref<?xi8, 1>, %[[POS:arg[0-9]+]]: memref<?xi64, 1>, %[[CS:arg[0-9]+]]: memref<?xf32, 1>, %[[Q:arg[0-9]+]]: memref<?xbf16, 1>, %[[BADSLOT:arg[0-9]+]]: memref<?xi32, 1>, %[[BADPOS:arg[0-9]+]]: memref<?xi32, 1>,
+// CHECK: gpu.func @mla_rope_cache_update_plain_bf16_l512_p64_in_bf16_slot_i32_gptj_pos_i64_q(%{{.*}}: memref<?xbf16, 1>, %[[KPE:arg[0-9]+]]: memref<?xbf16, 1>, %[[SLOTS:arg[0-9]+]]: memref<?xi32, 1>, %{{.*}}: memref<?xi8, 1>, %[[POS:arg[0-9]+]]: memref<?xi64, 1>, %[[CS:arg[0-9]+]]: memref<?xf32, 1>, %[[Q:arg[0-9]+]]: memref<?xbf16, 1>, %[[BADSLOT:arg[0-9]+]]: memref<?xi32, 1>, %[[BADPOS:arg[0-9]+]]: memref<?xi32, 1>, %{{.*}}: memref<?xi32, 1>, %[[QIN:arg[0-9]+]]: memref<?xbf16, 1>,
 // CHECK-SAME: known_block_size = array<i32: 544, 1, 1>, nvvm.minctasm = 3 : i32
 // CHECK-NEXT: nvvm.griddepcontrol wait
 // CHECK-NEXT: nvvm.griddepcontrol launch_dependents
@@ -104,11 +106,15 @@ func.func @plain(%kv_c: tensor<4x512xbf16>, %k_pe: tensor<4x64xbf16>, %slots: te
 // CHECK: arith.subf
 // CHECK: arith.truncf %{{.*}} : vector<8xf32> to vector<8xbf16>
 // CHECK: vector.store %{{.*}}, %[[KPE]]
-// CHECK: vector.load %[[Q]]
+// CHECK-NOT: vector.load %[[Q]]
+// CHECK: vector.load %[[QIN]]
+// CHECK-NOT: vector.load %[[Q]]
 // CHECK: vector.store %{{.*}}, %[[Q]]
 // CHECK: scf.for
 // CHECK: memref.load %[[POS]]
-// CHECK: vector.load %[[Q]]
+// CHECK-NOT: vector.load %[[Q]]
+// CHECK: vector.load %[[QIN]]
+// CHECK-NOT: vector.load %[[Q]]
 // CHECK: vector.store %{{.*}}, %[[Q]]
 func.func @rope(%kv_c: tensor<4x512xbf16>, %k_pe: tensor<4x64xbf16>, %slots: tensor<4xi32>, %pos: tensor<4xi64>, %cs: tensor<128x64xf32>, %q: tensor<4x16x64xbf16>, %cache: !mla.kv_cache<?x64xbf16>) -> tensor<4x16x64xbf16> {
   %qo = mla.rope_kv_cache_update gptj %kv_c, %k_pe, %slots into %cache positions(%pos, %cs) rotate_q(%q : tensor<4x16x64xbf16>) : tensor<4x512xbf16>, tensor<4x64xbf16>, tensor<4xi32> into !mla.kv_cache<?x64xbf16>, tensor<4xi64>, tensor<128x64xf32> rotated_q tensor<4x16x64xbf16>
