@@ -334,9 +334,10 @@ std::pair<Value, Value> KernelEmitter::rotate(const RopeItem &r, Value pos,
   VectorType f32x8 = vec(8, b.getF32Type());
   // cos/sin of pairs 8g .. 8g+7 (both styles number pairs that way).
   Value csRow = add(mul(pos, csStride), mul(g, cst(8)));
-  Value c = vector::LoadOp::create(b, f32x8, arg(CosSin), csRow);
-  Value s =
-      vector::LoadOp::create(b, f32x8, arg(CosSin), add(csRow, cst(half)));
+  // 16-byte aligned (the runtime launches the kernel only for a 16-byte
+  // aligned table with a row stride of a multiple of 4): two v4 loads each.
+  Value c = load16(arg(CosSin), csRow, f32x8);
+  Value s = load16(arg(CosSin), add(csRow, cst(half)), f32x8);
   Value x0 = r.a, x1 = r.b;
   const bool gptj = p.sig.style == mlart::RopeStyle::GptJ;
   if (gptj) { // deinterleave the 16 elements of A, B into the pair halves
@@ -662,6 +663,13 @@ struct MLAOutlineCacheKernelsPass
                          << tokensPerBlock;
       return signalPassFailure();
     }
+    if (minBlocksPerSM > kMaxBlocksPerSM) {
+      module.emitError() << "mla-outline-cache-kernels: min-blocks-per-sm "
+                            "must be in [0, "
+                         << kMaxBlocksPerSM << "], got "
+                         << static_cast<int64_t>(minBlocksPerSM);
+      return signalPassFailure();
+    }
     SmallVector<Operation *> writes;
     module.walk([&](Operation *op) {
       if (isa<KVCacheUpdateOp, RopeKVCacheUpdateOp>(op) &&
@@ -734,10 +742,12 @@ struct MLAOutlineCacheKernelsPass
     // keeps a few values live across the barrier, and without the hint
     // ptxas spends registers on them that cost a block per SM on large,
     // bandwidth-bound calls.
+    const int64_t minBlocks =
+        minBlocksPerSM ? int64_t(minBlocksPerSM)
+                       : kMaxThreadsPerSM / p.blockThreads();
     func->setAttr(NVVM::NVVMDialect::getMinctasmAttrName(),
-                  b.getI32IntegerAttr(int32_t(std::clamp<int64_t>(
-                      kMaxThreadsPerSM / p.blockThreads(), 1,
-                      kMaxBlocksPerSM))));
+                  b.getI32IntegerAttr(int32_t(
+                      std::clamp<int64_t>(minBlocks, 1, kMaxBlocksPerSM))));
     b.setInsertionPointToStart(&func.getBody().front());
     // The runtime launches the kernel with programmatic dependent launch
     // (docs/cuda.md): it may start while the previous kernel still runs, so

@@ -401,7 +401,10 @@ def MLAOutlineCacheKernels : Pass<"mla-outline-cache-kernels",
   }];
   let options = [
     Option<"tokensPerBlock", "tokens-per-block", "unsigned", /*default=*/"8",
-           "Tokens one thread block writes (1 to 32)">
+           "Tokens one thread block writes (1 to 32)">,
+    Option<"minBlocksPerSM", "min-blocks-per-sm", "unsigned", /*default=*/"0",
+           "Blocks an SM must hold (nvvm.minctasm, caps registers); 0: as "
+           "many as 2048 threads allow">
   ];
   let dependentDialects = ["::mlir::mla::MLADialect",
                            "::mlir::gpu::GPUDialect",

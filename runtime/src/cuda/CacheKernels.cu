@@ -18,15 +18,11 @@
 //===----------------------------------------------------------------------===//
 #include "cuda/CudaCommon.h"
 #include "cuda/Launch.h"
-#include "cuda/Sm90Ptx.h"
 #include "cpu/CacheWrite.h"
 #include "cpu/IndexAccess.h"
 #include "cpu/RopeMath.h"
 #include "cpu/TensorAccess.h"
 
-#include <cooperative_groups.h>
-
-#include <atomic>
 
 #include <cmath>
 #include <cstdlib>
@@ -137,157 +133,6 @@ __global__ void validateKernel(WriteParams p) {
   const int verdict = atomicExch(&p.rec->validateBad, 0);
   atomicExch(&p.rec->validateDone, 0u);
   atomicExch(&p.rec->callFailed, verdict);
-}
-
-/// Large plain update without rope, bf16/f16 rows of kLc latent + kRc rope
-/// 16-byte units (the DeepSeek shapes: 64 + 8): validation and copy in ONE
-/// cooperative launch instead of a validation kernel plus a write kernel.
-/// Each thread loads its first kUnroll units (consecutive threads take
-/// consecutive units of a row, so loads and stores are coalesced; the unit's
-/// token is a division by a compile-time constant) while it scans its share
-/// of the slots; a grid barrier then gives every block the call's verdict
-/// and the preloaded units are stored, so the scan and the barrier hide
-/// behind the first wave of loads. The verdict lives in the device record
-/// (validateBad); the last block to have read it resets it, so no memset
-/// precedes a call.
-constexpr int kCoopUnroll = 4;
-
-/// The all-or-nothing verdict of a cooperative launch: every thread scans
-/// its share of the slots (thread `first` of `stride`), blocks OR their
-/// verdict into the device record, the grid synchronises, and every block
-/// reads the OR. The last block to have read it resets it, so no memset
-/// precedes a call. True (in every thread) when the call must write nothing.
-__device__ bool gridVerdict(const WriteParams &p, int64_t first,
-                            int64_t stride) {
-  __shared__ int verdict;
-  if (__syncthreads_or(scanBad(p, first, stride, true)) && threadIdx.x == 0)
-    atomicOr(&p.rec->validateBad, 1);
-  cooperative_groups::this_grid().sync(); // every verdict is in validateBad
-  if (threadIdx.x == 0)
-    verdict = *reinterpret_cast<volatile int *>(&p.rec->validateBad);
-  __syncthreads(); // the whole block has the verdict before we count
-  if (threadIdx.x == 0) {
-    __threadfence();
-    if (atomicAdd(&p.rec->validateDone, 1u) == gridDim.x - 1) {
-      atomicExch(&p.rec->validateBad, 0);
-      atomicExch(&p.rec->validateDone, 0u);
-    }
-  }
-  return verdict != 0;
-}
-
-template <int kLc, int kRc>
-__global__ void __launch_bounds__(kThreads)
-    plainUpdateCoopKernel(WriteParams p) {
-  // Launched cooperatively, without the dependent-launch attribute (the
-  // wait is then a no-op); it still lets the next kernel launch early.
-  pdlPrologue();
-  constexpr uint32_t kChunks = kLc + kRc;
-  const uint32_t total = uint32_t(p.T) * kChunks; // host: < 2^31
-  const uint32_t stride = gridDim.x * kThreads;
-  const uint32_t first = blockIdx.x * kThreads + threadIdx.x;
-  const uint4 *kv = reinterpret_cast<const uint4 *>(p.kvC);
-  const uint4 *kp = reinterpret_cast<const uint4 *>(p.kPe);
-  // Row strides in 16-byte units (the host checked 16-byte alignment).
-  const int64_t kvUnits = p.kvStride / 8, kpUnits = p.kpStride / 8;
-  uint4 *cache = reinterpret_cast<uint4 *>(p.cache);
-  auto load = [&](uint32_t u, uint4 &v, int64_t &dst) {
-    dst = -1;
-    if (u >= total)
-      return;
-    const uint32_t t = u / kChunks, c = u - t * kChunks;
-    const int64_t s = loadIdx(p.slots, p.slot64, p.slotStride, t);
-    v = c < uint32_t(kLc) ? kv[t * kvUnits + c] : kp[t * kpUnits + (c - kLc)];
-    // Validated, yet range-checked, so a racing misuse cannot write outside.
-    if (s >= 0 && s < p.numSlots)
-      dst = s * (kChunks) + c;
-  };
-  uint4 v[kCoopUnroll];
-  int64_t dst[kCoopUnroll];
-#pragma unroll
-  for (int i = 0; i < kCoopUnroll; ++i)
-    load(first + uint32_t(i) * stride, v[i], dst[i]);
-
-  if (gridVerdict(p, first, stride))
-    return;
-#pragma unroll
-  for (int i = 0; i < kCoopUnroll; ++i)
-    if (dst[i] >= 0)
-      cache[dst[i]] = v[i];
-  for (uint32_t base = first + kCoopUnroll * stride; base < total;
-       base += kCoopUnroll * stride) {
-#pragma unroll
-    for (int i = 0; i < kCoopUnroll; ++i)
-      load(base + uint32_t(i) * stride, v[i], dst[i]);
-#pragma unroll
-    for (int i = 0; i < kCoopUnroll; ++i)
-      if (dst[i] >= 0)
-        cache[dst[i]] = v[i];
-  }
-}
-
-/// The same large update moved by the bulk-copy (TMA) engine instead of
-/// registers: each thread owns kBulkSlots row buffers in shared memory and
-/// an mbarrier per buffer; a row comes in as two 1D bulk loads (kv_c, k_pe)
-/// and leaves as one 1152-byte bulk store to its cache row, so ~200 KB an
-/// SM are in flight with no register staging. The first kBulkSlots rows of
-/// every thread are requested before the grid vote (they depend on no
-/// verdict); nothing is stored unless the vote passes.
-constexpr int kBulkThreads = 64, kBulkSlots = 3;
-using namespace sm90;
-
-template <int kLc, int kRc>
-__global__ void __launch_bounds__(kBulkThreads, 1)
-    plainUpdateBulkKernel(WriteParams p) {
-  pdlPrologue();
-  constexpr uint32_t kRowBytes = (kLc + kRc) * 16;
-  extern __shared__ __align__(128) uint8_t smem[];
-  const int tid = int(threadIdx.x);
-  const uint32_t rows = smemU32(smem) + uint32_t(tid) * kBulkSlots * kRowBytes;
-  const uint32_t bars =
-      smemU32(smem) + kBulkThreads * kBulkSlots * kRowBytes + tid * kBulkSlots * 8;
-  const int64_t first = int64_t(blockIdx.x) * kBulkThreads + tid;
-  const int64_t step = int64_t(gridDim.x) * kBulkThreads;
-  const int64_t es = 2, kvBytes = p.kvStride * es, kpBytes = p.kpStride * es;
-  for (int s = 0; s < kBulkSlots; ++s)
-    mbarInit(bars + 8 * s, 1);
-  fenceMbarInit(); // visible to the bulk-copy engine
-  __syncthreads();
-  auto request = [&](int64_t t, int s) {
-    const uint32_t bar = bars + 8 * s, dst = rows + s * kRowBytes;
-    mbarArriveExpectTx(bar, kRowBytes);
-    bulkLoad(dst, p.kvC + t * kvBytes, kLc * 16, bar);
-    bulkLoad(dst + kLc * 16, p.kPe + t * kpBytes, kRc * 16, bar);
-  };
-  int issued = 0;
-  for (int s = 0; s < kBulkSlots && first + s * step < p.T; ++s, ++issued)
-    request(first + s * step, s);
-  if (gridVerdict(p, first, step)) {
-    // Nothing is stored; the requested rows must land before the block
-    // (and its shared memory) goes away.
-    for (int s = 0; s < issued; ++s)
-      mbarWait(bars + 8 * s, 0);
-    return;
-  }
-  int64_t k = 0;
-  for (int64_t t = first; t < p.T; t += step, ++k) {
-    const int s = int(k % kBulkSlots);
-    mbarWait(bars + 8 * s, uint32_t(k / kBulkSlots) & 1);
-    const int64_t slot = loadIdx(p.slots, p.slot64, p.slotStride, t);
-    // Validated, yet range-checked, so a racing misuse cannot write outside.
-    if (slot >= 0 && slot < p.numSlots)
-      bulkStore(p.cache + slot * kRowBytes, rows + s * kRowBytes, kRowBytes);
-    bulkCommit();
-    // The previous row's store has read its buffer: refill that buffer.
-    bulkWaitRead<1>();
-    if (k > 0) {
-      const int ps = int((k - 1) % kBulkSlots);
-      const int64_t next = t - step + kBulkSlots * step;
-      if (next < p.T)
-        request(next, ps);
-    }
-  }
-  bulkWait<0>(); // every store complete before the block exits
 }
 
 __device__ __forceinline__ void rotatePair(const uint8_t *row, int type, int64_t a,
@@ -770,103 +615,6 @@ Status launchWriteKernel(CudaContext &ctx, WriteParams &p, cudaStream_t stream) 
                       unsigned(blocks), kThreads, 0, stream, p);
 }
 
-std::atomic<uint64_t> &coopLaunches() {
-  static std::atomic<uint64_t> n{0};
-  return n;
-}
-
-/// How large plain updates run (MLART_UPDATE_COOP, for A/B timing): 0 =
-/// validation kernel + write kernel, 1 = one cooperative launch moving
-/// rows through registers (default), 2 = one cooperative launch moving
-/// rows with bulk copies.
-int coopUpdateMode() {
-  static const int mode = [] {
-    const char *v = std::getenv("MLART_UPDATE_COOP");
-    if (v && (v[0] == '0' || v[0] == '2') && v[1] == '\0')
-      return v[0] - '0';
-    return 1;
-  }();
-  return mode;
-}
-
-/// Blocks of `kernel` (threads, dynamic smem) that fit the device at once:
-/// the size of a cooperative grid. 0 when the query fails.
-template <typename Kernel>
-int64_t coResidentBlocks(Kernel kernel, int threads, size_t smem, int sms) {
-  int n = 0;
-  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, threads,
-                                                    smem) != cudaSuccess)
-    return 0;
-  return int64_t(n) * sms;
-}
-
-/// Runs a large plain bf16/f16 update (64 + 8 units a row, no rope, no q)
-/// as one cooperative launch (plainUpdateCoopKernel). Returns false, having
-/// launched nothing, when the call does not qualify.
-StatusOr<bool> tryCoopUpdate(CudaContext &ctx, WriteParams &p,
-                             cudaStream_t stream) {
-  constexpr int kLc = 64, kRc = 8;
-  const int64_t checks = p.cache ? p.N : 0;
-  const int mode = coopUpdateMode();
-  const bool qualifies =
-      mode != 0 && checks > kInlineValidationLimit && (p.vec & 1) &&
-      p.kPe && p.cache && !p.doRope && !p.q && !p.kOut &&
-      p.layout == int(CacheLayout::Plain) && p.cacheType != int(DType::F32) &&
-      p.latent * 2 == kLc * 16 && p.rope * 2 == kRc * 16 &&
-      p.rowBytes == (kLc + kRc) * 16 && p.T * (kLc + kRc) < (int64_t(1) << 31);
-  if (!qualifies)
-    return false;
-  const bool bulk = mode == 2;
-  auto kernel = bulk ? plainUpdateBulkKernel<kLc, kRc>
-                     : plainUpdateCoopKernel<kLc, kRc>;
-  const int threads = bulk ? kBulkThreads : kThreads;
-  const size_t smem =
-      bulk ? size_t(kBulkThreads) * kBulkSlots * ((kLc + kRc) * 16 + 8) : 0;
-  if (bulk)
-    MLART_CUDA_CHECK(cudaFuncSetAttribute(
-                         kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                         int(smem)),
-                     "cudaFuncSetAttribute(plainUpdateBulkKernel)");
-  // Co-residency bound of a cooperative grid, asked once per kernel.
-  static const int64_t coopMax =
-      coResidentBlocks(plainUpdateCoopKernel<kLc, kRc>, kThreads, 0, ctx.smCount);
-  static const int64_t bulkMax = [&] {
-    (void)cudaFuncSetAttribute(plainUpdateBulkKernel<kLc, kRc>,
-                               cudaFuncAttributeMaxDynamicSharedMemorySize,
-                               int(size_t(kBulkThreads) * kBulkSlots *
-                                   ((kLc + kRc) * 16 + 8)));
-    return coResidentBlocks(plainUpdateBulkKernel<kLc, kRc>, kBulkThreads,
-                            size_t(kBulkThreads) * kBulkSlots *
-                                ((kLc + kRc) * 16 + 8),
-                            ctx.smCount);
-  }();
-  const int64_t maxBlocks = bulk ? bulkMax : coopMax;
-  if (maxBlocks <= 0)
-    return false;
-  const int64_t perBlock =
-      bulk ? int64_t(kBulkThreads) : int64_t(kThreads) * kCoopUnroll;
-  const int64_t work = bulk ? p.T : p.T * (kLc + kRc);
-  const int64_t blocks = std::max<int64_t>(
-      1, std::min<int64_t>((work + perBlock - 1) / perBlock, maxBlocks));
-  p.rec = ctx.deviceRecord;
-  p.prevalidated = 1;
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(unsigned(blocks));
-  cfg.blockDim = dim3(unsigned(threads));
-  cfg.dynamicSmemBytes = smem;
-  cfg.stream = stream;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeCooperative;
-  attr[0].val.cooperative = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = 1;
-  MLART_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, p),
-                   "cudaLaunchKernelEx(plainUpdate cooperative kernel)");
-  MLART_CUDA_CHECK_LAUNCH("plainUpdateCoopKernel");
-  coopLaunches().fetch_add(1, std::memory_order_relaxed);
-  return true;
-}
-
 Status launch(CudaContext &ctx, WriteParams &p, cudaStream_t stream,
               const TensorRef *slots, const TensorRef *positions,
               const KVCacheRef *cache) {
@@ -888,11 +636,8 @@ Status launch(CudaContext &ctx, WriteParams &p, cudaStream_t stream,
     lock.lock();
     MLART_RETURN_IF_ERROR(resetRecord(ctx, stream));
   }
-  MLART_ASSIGN_OR_RETURN(const bool coop, tryCoopUpdate(ctx, p, stream));
-  if (!coop) {
-    MLART_RETURN_IF_ERROR(prevalidate(ctx, p, stream));
-    MLART_RETURN_IF_ERROR(launchWriteKernel(ctx, p, stream));
-  }
+  MLART_RETURN_IF_ERROR(prevalidate(ctx, p, stream));
+  MLART_RETURN_IF_ERROR(launchWriteKernel(ctx, p, stream));
   if (!ctx.synchronousChecks)
     return Status::success();
   return readRecord(ctx, stream, slots, positions,
@@ -903,8 +648,6 @@ Status launch(CudaContext &ctx, WriteParams &p, cudaStream_t stream,
 
 
 } // namespace
-
-uint64_t cooperativeUpdateLaunches() { return coopLaunches().load(); }
 
 StatusOr<bool> prevalidateCacheWrite(CudaContext &ctx, const TensorRef &slots,
                                      const KVCacheRef &cache,

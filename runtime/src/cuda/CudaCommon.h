@@ -103,10 +103,6 @@ Status quantize(CudaContext &, const QuantizeArgs &, cudaStream_t);
 Status rmsNorm(CudaContext &, const RmsNormArgs &, cudaStream_t);
 Status add(CudaContext &, const AddArgs &, cudaStream_t);
 
-/// How many large updates ran as one cooperative launch (tests check that
-/// the path they mean to cover ran).
-uint64_t cooperativeUpdateLaunches();
-
 /// Cache writes are all-or-nothing. A call with at most this many slots or
 /// positions is validated by every block of the write kernel itself before
 /// it writes; a larger call by a separate kernel launched first.

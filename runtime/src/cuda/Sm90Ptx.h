@@ -237,36 +237,6 @@ __device__ __forceinline__ void tmaLoad2d(uint32_t dst, const void *map, int c0,
                "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(bar)
                : "memory");
 }
-/// 1D bulk copy of `bytes` (a multiple of 16, both ends 16-byte aligned)
-/// from global memory into shared memory at `dst`, counted on `bar`.
-__device__ __forceinline__ void bulkLoad(uint32_t dst, const void *src,
-                                         uint32_t bytes, uint32_t bar) {
-  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx"
-               "::bytes [%0], [%1], %2, [%3];\n" ::"r"(dst),
-               "l"(src), "r"(bytes), "r"(bar)
-               : "memory");
-}
-/// 1D bulk copy from shared memory to global memory, in this thread's
-/// current bulk async-group (close it with bulkCommit()).
-__device__ __forceinline__ void bulkStore(void *dst, uint32_t src,
-                                          uint32_t bytes) {
-  asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;\n" ::
-                   "l"(dst),
-               "r"(src), "r"(bytes)
-               : "memory");
-}
-__device__ __forceinline__ void bulkCommit() {
-  asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
-}
-/// Waits until at most N of this thread's bulk groups still read their
-/// shared-memory source (the source may then be overwritten).
-template <int N> __device__ __forceinline__ void bulkWaitRead() {
-  asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(N) : "memory");
-}
-/// Waits until at most N of this thread's bulk groups are incomplete.
-template <int N> __device__ __forceinline__ void bulkWait() {
-  asm volatile("cp.async.bulk.wait_group %0;\n" ::"n"(N) : "memory");
-}
 __device__ __forceinline__ void prefetchTensorMap(const void *map) {
   asm volatile("prefetch.tensormap [%0];\n" ::"l"(
                    reinterpret_cast<uint64_t>(map))

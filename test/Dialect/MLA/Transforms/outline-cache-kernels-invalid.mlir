@@ -4,6 +4,8 @@
 // RUN: echo 'module {}' | not mla-opt -mla-outline-cache-kernels=tokens-per-block=0 2>&1 | FileCheck %s --check-prefix=OPT
 // RUN: echo 'module {}' | not mla-opt -mla-outline-cache-kernels=tokens-per-block=64 2>&1 | FileCheck %s --check-prefix=OPT
 // OPT: tokens-per-block must be in [1, 32]
+// RUN: echo 'module {}' | not mla-opt -mla-outline-cache-kernels=min-blocks-per-sm=33 2>&1 | FileCheck %s --check-prefix=MINB
+// MINB: min-blocks-per-sm must be in [0, 32], got 33
 
 func.func @bad_geometry(%kv_c: tensor<4x512xbf16>, %k_pe: tensor<4x64xbf16>, %slots: tensor<4xi64>, %cache: !mla.kv_cache<?x64xbf16>) {
   // expected-error @below {{'mla.kernel' has a bad launch geometry (100 threads, 8 tokens per block)}}

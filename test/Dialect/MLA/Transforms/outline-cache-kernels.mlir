@@ -1,5 +1,8 @@
 // RUN: mla-opt %s -mla-outline-cache-kernels -split-input-file 2>/dev/null | FileCheck %s --enable-var-scope
 // RUN: mla-opt %s -mla-outline-cache-kernels -split-input-file -verify-diagnostics -o /dev/null
+// RUN: mla-opt %s -mla-outline-cache-kernels=min-blocks-per-sm=2 -split-input-file 2>/dev/null | FileCheck %s --check-prefix=MINB
+// MINB-COUNT-3: nvvm.minctasm = 2 : i32
+// MINB-NOT: nvvm.minctasm = 3
 
 // Plain bf16 update: 16-byte vectors, 72 threads a token (64 latent + 8
 // rope chunks), 8 tokens a block, as many blocks per SM as threads allow.
