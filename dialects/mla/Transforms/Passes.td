@@ -376,7 +376,8 @@ def MLAOutlineCacheKernels : Pass<"mla-outline-cache-kernels",
     the tile amax reduced by `gpu.shuffle xor` and `cvt.rn.satfinite`
     (round to nearest even, saturating, as the library); rope rotates 8
     pairs per thread in f32 without FMA contraction and rounds to bf16
-    once; q_pe items are strided over the whole grid. Negative slots are
+    once; q_pe items are strided over the latent threads of the whole
+    grid. Negative slots are
     skipped. A call is all-or-nothing, like the library kernels: each
     kernel loads its slots, positions and row data, then votes (a call the
     runtime validated first reads the verdict, `call_failed`; a small call
