@@ -507,14 +507,22 @@ int main(int argc, char **argv) {
     const std::string base = path.substr(path.find_last_of('/') + 1);
     const std::string shape = "B=" + std::to_string(step.value()->batch()) +
                               " L=" + std::to_string(stepContext + 1);
-    CHECK(ex.run(gStream)); // loads cuBLAS, warms the allocator
-    double eager = timeMs([&] { CHECK(ex.run(gStream)); }, quick ? 10 : 30);
-    add("step " + base + " eager", shape, eager, step.value()->bytes(),
-        step.value()->flops(), eager);
-    CHECK(ex.captureGraph(gStream));
-    double graph = timeMs([&] { CHECK(ex.runGraph(gStream, false)); }, quick ? 10 : 30);
-    add("step " + base + " graph", shape, graph, step.value()->bytes(),
-        step.value()->flops(), graph);
+    // One stream (program order) and the executor's default of two
+    // (docs/runtime.md, "Concurrent streams"), in the same run.
+    for (int streams : {1, 2}) {
+      ex.setMaxStreams(streams);
+      const std::string tag = " streams=" + std::to_string(streams);
+      CHECK(ex.run(gStream)); // loads cuBLAS, warms the allocator
+      double eager =
+          timeMs([&] { CHECK(ex.run(gStream)); }, quick ? 10 : 30);
+      add("step " + base + " eager" + tag, shape, eager,
+          step.value()->bytes(), step.value()->flops(), eager);
+      CHECK(ex.captureGraph(gStream));
+      double graph = timeMs([&] { CHECK(ex.runGraph(gStream, false)); },
+                            quick ? 10 : 30);
+      add("step " + base + " graph" + tag, shape, graph,
+          step.value()->bytes(), step.value()->flops(), graph);
+    }
   }
   if (stepOnly) {
     writeJson(jsonPath, dev->deviceName());

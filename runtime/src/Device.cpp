@@ -44,6 +44,24 @@ void Stream::reset() noexcept {
   handle_ = nullptr;
 }
 
+Event &Event::operator=(Event &&other) noexcept {
+  if (this != &other) {
+    reset();
+    device_ = other.device_;
+    handle_ = other.handle_;
+    other.device_ = nullptr;
+    other.handle_ = nullptr;
+  }
+  return *this;
+}
+
+void Event::reset() noexcept {
+  if (handle_ && device_)
+    device_->destroyOrderingEventRaw(handle_);
+  device_ = nullptr;
+  handle_ = nullptr;
+}
+
 StatusOr<Buffer> Device::allocate(size_t bytes) {
   if (bytes == 0)
     return Buffer();
@@ -54,6 +72,24 @@ StatusOr<Buffer> Device::allocate(size_t bytes) {
 StatusOr<Stream> Device::createStream() {
   MLART_ASSIGN_OR_RETURN(StreamHandle handle, createStreamRaw());
   return Stream(this, handle);
+}
+
+StatusOr<Event> Device::createOrderingEvent() {
+  MLART_ASSIGN_OR_RETURN(EventHandle handle, createOrderingEventRaw());
+  return Event(this, handle);
+}
+
+StatusOr<EventHandle> Device::createOrderingEventRaw() {
+  return unimplemented(std::string("events are not supported on the ") +
+                       kindName() + " device");
+}
+Status Device::recordEvent(EventHandle, StreamHandle) {
+  return unimplemented(std::string("events are not supported on the ") +
+                       kindName() + " device");
+}
+Status Device::streamWaitEvent(StreamHandle, EventHandle) {
+  return unimplemented(std::string("events are not supported on the ") +
+                       kindName() + " device");
 }
 
 Status Device::checkRange(const Buffer &buffer, size_t offset, size_t bytes,

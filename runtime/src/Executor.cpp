@@ -201,24 +201,174 @@ Status Executor::checkBound() const {
   return Status::success();
 }
 
+namespace {
+
+/// Opcodes whose kernels record into the device's shared error record
+/// (bad slot, position or sequence; checked-mode refusals; bad scale).
+/// They are kept in program order among themselves so that a synchronous
+/// check reads back only its own call's verdict.
+bool usesErrorRecord(Opcode op) {
+  switch (op) {
+  case Opcode::CacheUpdate:
+  case Opcode::Rope:
+  case Opcode::RopeCacheUpdate:
+  case Opcode::DecodeAttention:
+  case Opcode::PrefillAttention:
+  case Opcode::Quantize:
+    return true;
+  default:
+    return false;
+  }
+}
+
+bool writesCache(Opcode op) {
+  return op == Opcode::CacheUpdate || op == Opcode::RopeCacheUpdate;
+}
+
+/// The error record as an access: an interval no device allocation has.
+constexpr uintptr_t kErrorRecordAddress = 0;
+
+} // namespace
+
+std::vector<MemoryAccess>
+Executor::accessesOf(const Instruction &inst) const {
+  std::vector<MemoryAccess> accesses;
+  int count = 0;
+  const OperandSpec *specs = operandSpecs(inst.opcode, count);
+  for (int k = 0; k < count; ++k)
+    if (inst.operands[size_t(k)] != kNoIndex)
+      accesses.push_back(MemoryAccess::ofView(
+          view(inst.operands[size_t(k)]), specs[k].written));
+  if (inst.cache != kNoIndex) {
+    const KVCacheRef &cache = caches_[inst.cache];
+    const uintptr_t base = reinterpret_cast<uintptr_t>(cache.data);
+    accesses.push_back(MemoryAccess::ofInterval(
+        base, base + uintptr_t(cache.desc.totalBytes()),
+        writesCache(inst.opcode)));
+  }
+  if (usesErrorRecord(inst.opcode))
+    accesses.push_back(MemoryAccess::ofInterval(
+        kErrorRecordAddress, kErrorRecordAddress + 1, /*write=*/true));
+  return accesses;
+}
+
+Status Executor::preparePlan() {
+  const int streams = device_->supportsConcurrentStreams() ? maxStreams_ : 1;
+  std::vector<const void *> key(bufferData_.begin(), bufferData_.end());
+  for (const KVCacheRef &c : caches_)
+    key.push_back(c.data);
+  key.push_back(reinterpret_cast<const void *>(uintptr_t(streams)));
+  const size_t n = artifact_.instructions().size();
+  if (key == planKey_ && plan_.stream.size() == n)
+    return Status::success();
+
+  std::vector<std::vector<MemoryAccess>> accesses;
+  accesses.reserve(n);
+  for (const Instruction &inst : artifact_.instructions())
+    accesses.push_back(accessesOf(inst));
+  StreamPlan plan = planStreams(accesses, streams);
+
+  // Streams and events are made once and kept for later plans.
+  while (int(sideStreams_.size()) + 1 < plan.numStreams) {
+    MLART_ASSIGN_OR_RETURN(Stream side, device_->createStream());
+    MLART_ASSIGN_OR_RETURN(Event join, device_->createOrderingEvent());
+    sideStreams_.push_back(std::move(side));
+    joinEvents_.push_back(std::move(join));
+  }
+  if (plan.numStreams > 1 && !forkEvent_.handle()) {
+    MLART_ASSIGN_OR_RETURN(forkEvent_, device_->createOrderingEvent());
+  }
+  doneEvents_.resize(n);
+  for (size_t i = 0; i < n; ++i)
+    if (plan.recordAfter[i] && !doneEvents_[i].handle()) {
+      MLART_ASSIGN_OR_RETURN(doneEvents_[i], device_->createOrderingEvent());
+    }
+  plan_ = std::move(plan);
+  planKey_ = std::move(key);
+  return Status::success();
+}
+
+StatusOr<const StreamPlan *> Executor::streamPlan() {
+  MLART_RETURN_IF_ERROR(checkBound());
+  MLART_RETURN_IF_ERROR(preparePlan());
+  return &plan_;
+}
+
+Status Executor::issueProgram(StreamHandle origin, const char *what) {
+  const std::vector<Instruction> &program = artifact_.instructions();
+  auto fail = [&](size_t i, const Status &s) {
+    return Status(s.code(), std::string(what) + "instruction " +
+                                artifact_.describeInstruction(i) + ": " +
+                                s.message());
+  };
+  if (plan_.numStreams <= 1) {
+    for (size_t i = 0; i < program.size(); ++i) {
+      Status s = runInstruction(program[i], origin);
+      if (!s.ok())
+        return fail(i, s);
+    }
+    return Status::success();
+  }
+
+  auto streamOf = [&](int s) {
+    return s == 0 ? origin : sideStreams_[size_t(s) - 1].handle();
+  };
+  MLART_RETURN_IF_ERROR(device_->recordEvent(forkEvent_.handle(), origin));
+  std::vector<bool> started(size_t(plan_.numStreams), false);
+  started[0] = true;
+  Status failed = Status::success();
+  for (size_t i = 0; i < program.size() && failed.ok(); ++i) {
+    const int s = plan_.stream[i];
+    const StreamHandle h = streamOf(s);
+    Status st = Status::success();
+    if (!started[size_t(s)]) {
+      st = device_->streamWaitEvent(h, forkEvent_.handle());
+      started[size_t(s)] = true;
+    }
+    for (uint32_t j : plan_.waitFor[i])
+      if (st.ok())
+        st = device_->streamWaitEvent(h, doneEvents_[j].handle());
+    if (st.ok())
+      st = runInstruction(program[i], h);
+    if (st.ok() && plan_.recordAfter[i])
+      st = device_->recordEvent(doneEvents_[i].handle(), h);
+    if (!st.ok())
+      failed = fail(i, st);
+  }
+  for (int s = 1; s < plan_.numStreams; ++s) {
+    if (!started[size_t(s)])
+      continue;
+    EventHandle join = joinEvents_[size_t(s) - 1].handle();
+    Status st = device_->recordEvent(join, streamOf(s));
+    if (st.ok())
+      st = device_->streamWaitEvent(origin, join);
+    if (!st.ok() && failed.ok())
+      failed = st;
+  }
+  return failed;
+}
+
 Status Executor::run(StreamHandle stream) {
   MLART_RETURN_IF_ERROR(checkBound());
+  if (!timing_) {
+    MLART_RETURN_IF_ERROR(preparePlan());
+    return issueProgram(stream, "");
+  }
+  // Timing: in order on the caller's stream, synchronized after each op.
   using Clock = std::chrono::steady_clock;
-  if (timing_)
-    MLART_RETURN_IF_ERROR(device_->synchronize(stream));
+  MLART_RETURN_IF_ERROR(device_->synchronize(stream));
   const std::vector<Instruction> &program = artifact_.instructions();
   for (size_t i = 0; i < program.size(); ++i) {
     const Clock::time_point start = Clock::now();
     Status s = runInstruction(program[i], stream);
-    if (s.ok() && timing_)
+    if (s.ok())
       s = device_->synchronize(stream);
     if (!s.ok())
       return Status(s.code(), "instruction " +
                                   artifact_.describeInstruction(i) + ": " +
                                   s.message());
-    if (timing_)
-      timing_(i, program[i],
-              std::chrono::duration<double>(Clock::now() - start).count());
+    timing_(i, program[i],
+            std::chrono::duration<double>(Clock::now() - start).count());
   }
   return Status::success();
 }
@@ -229,16 +379,10 @@ Status Executor::captureGraph(StreamHandle stream) {
     return invalidArgument("captureGraph: needs a created stream, not the "
                            "default stream");
   graph_.reset();
+  // Streams and events are created before the capture starts.
+  MLART_RETURN_IF_ERROR(preparePlan());
   MLART_RETURN_IF_ERROR(device_->beginCapture(stream));
-  const std::vector<Instruction> &program = artifact_.instructions();
-  Status failed = Status::success();
-  for (size_t i = 0; i < program.size() && failed.ok(); ++i) {
-    Status s = runInstruction(program[i], stream);
-    if (!s.ok())
-      failed = Status(s.code(), "captureGraph: instruction " +
-                                    artifact_.describeInstruction(i) + ": " +
-                                    s.message());
-  }
+  Status failed = issueProgram(stream, "captureGraph: ");
   // Always close the capture, so the stream is usable again.
   StatusOr<GraphHandle> graph = device_->endCapture(stream);
   if (!failed.ok()) {

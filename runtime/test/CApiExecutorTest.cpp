@@ -153,6 +153,13 @@ TEST(CApiExecutor, LoadBindRunThroughTheCHeader) {
   }
   ASSERT_EQ(mlart_executor_set_timing_callback(exec, nullptr, nullptr),
             nullptr);
+  {
+    CStatus s(mlart_executor_set_max_streams(exec, 0));
+    EXPECT_EQ(s.code(), MLART_STATUS_INVALID_ARGUMENT);
+    CStatus n(mlart_executor_set_max_streams(nullptr, 2));
+    EXPECT_EQ(n.code(), MLART_STATUS_INVALID_ARGUMENT);
+  }
+  ASSERT_EQ(mlart_executor_set_max_streams(exec, 1), nullptr);
 
   mlart_executor_free(exec);
   mlart_kv_cache_destroy(other);

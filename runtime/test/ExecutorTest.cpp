@@ -474,5 +474,23 @@ TEST_F(ExecutorErrors, CheckedModeGuardTravelsWithTheBoundRef) {
   EXPECT_EQ(test::cacheBytes(*cache), before);
 }
 
+TEST_F(ExecutorErrors, CpuRunsEveryInstructionInOrderWhateverTheStreamLimit) {
+  EXPECT_EQ(exec->streamPlan().status().code(),
+            StatusCode::FailedPrecondition);
+  LayerData data(rng);
+  ASSERT_TRUE(data.bindAll(*exec).ok());
+  ASSERT_TRUE(exec->bindCache("kv_cache", *cache).ok());
+  EXPECT_EQ(exec->maxStreams(), 2);
+  exec->setMaxStreams(4);
+  StatusOr<const StreamPlan *> plan = exec->streamPlan();
+  ASSERT_TRUE(plan.ok()) << plan.status().toString();
+  EXPECT_EQ((*plan)->numStreams, 1);
+  EXPECT_EQ((*plan)->stream,
+            std::vector<int>(exec->artifact().instructions().size(), 0));
+  exec->setMaxStreams(0);
+  EXPECT_EQ(exec->maxStreams(), 1);
+  EXPECT_TRUE(exec->run().ok());
+}
+
 } // namespace
 } // namespace mlart

@@ -68,13 +68,15 @@ struct Options {
   int decodeSteps = 0;        ///< with --decode-artifact: --steps
   int64_t sharedPrefix = 0;   ///< --shared-prefix: common prompt tokens
   bool dummySlots = false;    ///< --dummy-slots: every slot -1
+  int streams = 2;            ///< --streams: Executor::setMaxStreams
 };
 
 int usage() {
   std::fprintf(stderr,
                "usage: mla-run ARTIFACT [--reference ARTIFACT] [--seed N] "
                "[--steps N] [--context N] [--tolerance X] [--device cpu|cuda] "
-               "[--naive] [--json] [--graph] [--per-op|--no-per-op]\n"
+               "[--naive] [--json] [--graph] [--per-op|--no-per-op] "
+               "[--streams N]\n"
                "  --graph  (cuda) run step 0 eagerly, capture the step as a "
                "CUDA graph and replay it for the other steps; the step time "
                "is the median over the replays\n"
@@ -99,6 +101,9 @@ int usage() {
                "tokens (prefix caching)\n"
                "  --dummy-slots  every step's slot_mapping is -1 (a warm-up "
                "or profile step: it may write no cache byte)\n"
+               "  --streams N  (cuda) spread independent instructions over "
+               "at most N streams (default 2; 1: program order on one "
+               "stream)\n"
                "  (see docs/mla-run.md)\n");
   return 2;
 }
@@ -130,6 +135,13 @@ bool parseOptions(int argc, char **argv, Options &o) {
       o.seed = std::strtoull(v, nullptr, 10);
     else if (a == "--steps" && (v = next()))
       o.steps = std::atoi(v);
+    else if (a == "--streams" && (v = next())) {
+      o.streams = std::atoi(v);
+      if (o.streams < 1) {
+        std::fprintf(stderr, "mla-run: --streams needs a count >= 1\n");
+        return false;
+      }
+    }
     else if (a == "--context" && (v = next()))
       o.context = std::atoll(v);
     else if (a == "--tolerance" && (v = next()))
@@ -323,6 +335,7 @@ int runDecodePhase(Device &device, const Options &options, Harness &prefill,
     return fail("creating the decode executor", executor.status());
   if (Status s = harness.bind(executor.value(), harness.caches()); !s.ok())
     return fail("binding the decode step", s);
+  executor.value().setMaxStreams(options.streams);
   std::vector<std::vector<uint8_t>> before;
   for (KVCache &cache : harness.caches()) {
     before.emplace_back(cache.sizeBytes());
@@ -412,6 +425,7 @@ int main(int argc, char **argv) {
     return fail("creating the executor", executor.status());
   if (Status s = harness.bind(executor.value(), harness.caches()); !s.ok())
     return fail("binding", s);
+  executor.value().setMaxStreams(options.streams);
 
   // The reference runs on its own copy of the caches.
   std::unique_ptr<Executor> reference;

@@ -25,8 +25,6 @@
 
 namespace mlart {
 
-using EventHandle = void *;
-
 class CudaDevice : public Device {
 public:
   DeviceKind kind() const override { return DeviceKind::Cuda; }
@@ -39,11 +37,10 @@ public:
   virtual int multiprocessorCount() const = 0;
   virtual size_t l2CacheBytes() const = 0;
 
-  /// Events for timing and cross-stream ordering.
+  /// Timing events (createOrderingEvent makes cheaper ones for ordering).
   virtual StatusOr<EventHandle> createEvent() = 0;
   virtual void destroyEvent(EventHandle event) noexcept = 0;
-  virtual Status recordEvent(EventHandle event, StreamHandle stream) = 0;
-  virtual Status streamWaitEvent(StreamHandle stream, EventHandle event) = 0;
+  // recordEvent / streamWaitEvent: see Device.
   virtual Status synchronizeEvent(EventHandle event) = 0;
   /// Milliseconds between two completed events.
   virtual StatusOr<float> elapsedMs(EventHandle start, EventHandle end) = 0;

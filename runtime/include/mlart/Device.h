@@ -27,6 +27,8 @@ struct CodegenKernel;
 
 /// Opaque instantiated graph (cudaGraphExec_t on CUDA).
 using GraphHandle = void *;
+/// Opaque device event (cudaEvent_t on CUDA).
+using EventHandle = void *;
 
 /// Checks the arguments of Device::copyView (shared by the devices).
 Status checkCopyView(const TensorRef &src, const TensorRef &dst);
@@ -90,6 +92,29 @@ private:
   StreamHandle handle_ = nullptr;
 };
 
+/// Owning handle of one device event used to order streams (no timing);
+/// destroys it on destruction. Move-only.
+class Event {
+public:
+  Event() = default;
+  ~Event() { reset(); }
+  Event(Event &&other) noexcept { *this = std::move(other); }
+  Event &operator=(Event &&other) noexcept;
+  Event(const Event &) = delete;
+  Event &operator=(const Event &) = delete;
+
+  EventHandle handle() const { return handle_; }
+  void reset() noexcept;
+
+private:
+  friend class Device;
+  Event(Device *device, EventHandle handle)
+      : device_(device), handle_(handle) {}
+
+  Device *device_ = nullptr;
+  EventHandle handle_ = nullptr;
+};
+
 /// One compute device. Implementations must outlive every Buffer and Stream
 /// they hand out. Calls are thread-safe unless noted.
 class Device {
@@ -110,6 +135,20 @@ public:
   StatusOr<Buffer> allocate(size_t bytes);
   /// Creates an execution stream.
   StatusOr<Stream> createStream();
+
+  /// Cross-stream ordering, for the executor's concurrent schedule
+  /// (docs/runtime.md, "Concurrent streams"). A device that runs each call
+  /// to completion before returning (the CPU) says false and the executor
+  /// keeps to the caller's stream; the other three calls are then
+  /// Unimplemented.
+  virtual bool supportsConcurrentStreams() const { return false; }
+  /// An event for recordEvent / streamWaitEvent (no timing).
+  StatusOr<Event> createOrderingEvent();
+  /// Marks the point of `stream` reached so far; a later streamWaitEvent
+  /// waits for the latest record. Both work while `stream` is captured.
+  virtual Status recordEvent(EventHandle event, StreamHandle stream);
+  /// Work queued on `stream` after this call waits for `event`'s record.
+  virtual Status streamWaitEvent(StreamHandle stream, EventHandle event);
 
   /// Raw copies between device addresses and host memory; `stream` may be
   /// null (the default stream). Asynchronous on devices that queue work.
@@ -180,10 +219,16 @@ protected:
   virtual void freeRaw(void *data, size_t bytes) noexcept = 0;
   virtual StatusOr<StreamHandle> createStreamRaw() = 0;
   virtual void destroyStreamRaw(StreamHandle stream) noexcept = 0;
+  /// Ordering events; the defaults are Unimplemented / a no-op.
+  virtual StatusOr<EventHandle> createOrderingEventRaw();
+  virtual void destroyOrderingEventRaw(EventHandle event) noexcept {
+    (void)event;
+  }
 
 private:
   friend class Buffer;
   friend class Stream;
+  friend class Event;
   Status checkRange(const Buffer &buffer, size_t offset, size_t bytes,
                     const char *what) const;
 };

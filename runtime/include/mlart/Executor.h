@@ -13,6 +13,7 @@
 #include "mlart/Artifact.h"
 #include "mlart/Device.h"
 #include "mlart/KVCache.h"
+#include "mlart/StreamPlan.h"
 
 #include <functional>
 #include <string>
@@ -83,12 +84,15 @@ public:
   /// True when every buffer and cache is bound.
   bool fullyBound() const;
 
-  /// Runs the instructions in order on `stream`. Fails with
-  /// FailedPrecondition before running anything when a binding is missing;
-  /// otherwise stops at the first failing instruction and returns its status
-  /// with "instruction #i op (location): " prefixed to the message. Kernels
-  /// validate before writing, so a failing instruction wrote nothing; earlier
-  /// instructions did run.
+  /// Runs the step on `stream`: the instructions in program order, or, with
+  /// setMaxStreams > 1 on a device with concurrent streams, spread over side
+  /// streams that start after the work already queued on `stream` and join
+  /// it again at the end (so `stream` orders the whole step either way).
+  /// Fails with FailedPrecondition before running anything when a binding
+  /// is missing; otherwise stops issuing at the first failing instruction
+  /// and returns its status with "instruction #i op (location): " prefixed
+  /// to the message. Kernels validate before writing, so a failing
+  /// instruction wrote nothing; instructions issued before it did run.
   Status run(StreamHandle stream = nullptr);
 
   /// Records one step (every instruction, as run() would issue it) into a
@@ -109,6 +113,18 @@ public:
   /// device().checkErrors(stream) after its own synchronization.
   Status runGraph(StreamHandle stream, bool wait = true);
 
+  /// Most streams a run or capture may spread the instructions over
+  /// (docs/runtime.md, "Concurrent streams"): independent instructions go
+  /// to side streams the executor owns and join the caller's stream with
+  /// events, so that they overlap on the device; every pair that touches a
+  /// common byte (one of them writing) stays in program order. 1 runs
+  /// everything in order on the caller's stream. Default 2. Devices without
+  /// concurrent streams (the CPU) always run in order.
+  void setMaxStreams(int streams) { maxStreams_ = streams < 1 ? 1 : streams; }
+  int maxStreams() const { return maxStreams_; }
+  /// The plan the next run uses for the current bindings (made on demand).
+  StatusOr<const StreamPlan *> streamPlan();
+
   /// Turns per-instruction timing on (a non-empty callback) or off. Timing
   /// synchronizes the device after every instruction.
   void setTimingCallback(InstructionTimingCallback callback) {
@@ -123,6 +139,15 @@ private:
                     StreamHandle stream);
   Status checkBound() const;
   TensorRef view(uint32_t index) const;
+  /// What instruction `i` reads and writes at the current bindings.
+  std::vector<MemoryAccess> accessesOf(const Instruction &inst) const;
+  /// Makes plan_ (and the side streams and events it needs) for the
+  /// current bindings, unless it is already up to date.
+  Status preparePlan();
+  /// Issues every instruction on `origin` and the side streams per plan_;
+  /// side streams always join `origin` again, even after a failure (a
+  /// capture cannot end with unjoined work). `what` prefixes messages.
+  Status issueProgram(StreamHandle origin, const char *what);
 
   Artifact artifact_;
   Device *device_;
@@ -132,6 +157,15 @@ private:
   std::vector<bool> cacheBound_;
   InstructionTimingCallback timing_;
   Graph graph_;
+  int maxStreams_ = 2;
+  StreamPlan plan_;
+  /// The bindings and stream limit plan_ was made for.
+  std::vector<const void *> planKey_;
+  std::vector<Stream> sideStreams_;
+  /// Per instruction, created for those plan_ records after.
+  std::vector<Event> doneEvents_;
+  Event forkEvent_;
+  std::vector<Event> joinEvents_;
 };
 
 } // namespace mlart

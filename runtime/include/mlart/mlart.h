@@ -442,6 +442,13 @@ mlart_status mlart_executor_set_timing_callback(mlart_executor *executor,
                                                 mlart_instruction_timing_fn fn,
                                                 void *user_data);
 
+/** Most streams a run may spread independent instructions over (default
+ *  2; 1: program order on the caller's stream). Side streams start after
+ *  the work already queued on the caller's stream and join it at the end.
+ *  No effect on the CPU device. InvalidArgument for a count < 1. */
+mlart_status mlart_executor_set_max_streams(mlart_executor *executor,
+                                            int streams);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

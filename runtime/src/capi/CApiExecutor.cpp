@@ -129,4 +129,17 @@ mlart_status mlart_executor_set_timing_callback(mlart_executor *executor,
   });
 }
 
+mlart_status mlart_executor_set_max_streams(mlart_executor *executor,
+                                            int streams) {
+  return guarded([&]() -> Status {
+    if (!executor)
+      return nullArg("executor");
+    if (streams < 1)
+      return invalidArgument("set_max_streams: need at least 1 stream, got " +
+                             std::to_string(streams));
+    executor->executor.setMaxStreams(streams);
+    return Status::success();
+  });
+}
+
 } // extern "C"

@@ -21,8 +21,8 @@ template <typename F> bool sym(void *lib, const char *name, F &fn) {
 Blas::~Blas() {
   if (handle_ && destroy_)
     destroy_(handle_);
-  if (workspace_)
-    cudaFree(workspace_);
+  for (auto &entry : workspaces_)
+    cudaFree(entry.second);
   // The library stays loaded: unloading it at exit races with its own
   // destructors.
 }
@@ -51,9 +51,32 @@ Status Blas::load() {
   if (st != CUBLAS_STATUS_SUCCESS)
     return loadStatus_ = unavailable("cublasCreate failed with status " +
                                      std::to_string(int(st)));
-  if (cudaMalloc(&workspace_, kWorkspaceBytes) == cudaSuccess && setWorkspace_)
-    setWorkspace_(handle_, workspace_, kWorkspaceBytes);
   return loadStatus_;
+}
+
+// cublasSetStream resets the handle's workspace to cuBLAS's default pool, so
+// the stream's own workspace is set after it on every call. One workspace a
+// stream (as PyTorch keys them by handle and stream): GEMMs that the
+// executor runs concurrently on two streams must not share scratch memory.
+Status Blas::useStream(cudaStream_t stream) {
+  cublasStatus_t st = setStream_(handle_, stream);
+  if (st != CUBLAS_STATUS_SUCCESS)
+    return internalError("cublasSetStream failed with status " +
+                         std::to_string(int(st)));
+  void *workspace = nullptr;
+  for (auto &entry : workspaces_)
+    if (entry.first == stream)
+      workspace = entry.second;
+  if (!workspace) {
+    MLART_CUDA_CHECK(cudaMalloc(&workspace, kWorkspaceBytes),
+                     "cudaMalloc (cuBLAS workspace)");
+    workspaces_.emplace_back(stream, workspace);
+  }
+  st = setWorkspace_(handle_, workspace, kWorkspaceBytes);
+  if (st != CUBLAS_STATUS_SUCCESS)
+    return internalError("cublasSetWorkspace failed with status " +
+                         std::to_string(int(st)));
+  return Status::success();
 }
 
 Status Blas::gemm(cudaStream_t stream, cublasOperation_t ta,
@@ -66,7 +89,7 @@ Status Blas::gemm(cudaStream_t stream, cublasOperation_t ta,
   if (m == 0 || n == 0 || batch == 0)
     return Status::success();
   const float alpha = 1.0f, beta = 0.0f;
-  setStream_(handle_, stream);
+  MLART_RETURN_IF_ERROR(useStream(stream));
   cublasStatus_t st;
   if (batch == 1)
     st = gemmEx_(handle_, ta, tb, m, n, k, &alpha, a, at, int(lda), b, bt,

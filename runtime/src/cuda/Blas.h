@@ -14,6 +14,8 @@
 #include <cublas_v2.h>
 
 #include <mutex>
+#include <utility>
+#include <vector>
 
 namespace mlart::cuda {
 
@@ -30,12 +32,15 @@ public:
 
 private:
   Status load();
+  /// Points the handle at `stream` and that stream's workspace.
+  Status useStream(cudaStream_t stream);
   std::mutex mu_;
   bool tried_ = false;
   Status loadStatus_ = Status::success();
   void *lib_ = nullptr;
   cublasHandle_t handle_ = nullptr;
-  void *workspace_ = nullptr;
+  /// (stream, workspace) pairs; see useStream.
+  std::vector<std::pair<cudaStream_t, void *>> workspaces_;
   cublasStatus_t (*create_)(cublasHandle_t *) = nullptr;
   cublasStatus_t (*destroy_)(cublasHandle_t) = nullptr;
   cublasStatus_t (*setStream_)(cublasHandle_t, cudaStream_t) = nullptr;

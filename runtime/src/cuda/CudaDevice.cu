@@ -314,6 +314,17 @@ public:
                      "cudaStreamWaitEvent");
     return Status::success();
   }
+  bool supportsConcurrentStreams() const override { return true; }
+  StatusOr<EventHandle> createOrderingEventRaw() override {
+    cudaEvent_t e = nullptr;
+    MLART_CUDA_CHECK(cudaSetDevice(ordinal_), "cudaSetDevice");
+    MLART_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming),
+                     "cudaEventCreateWithFlags");
+    return EventHandle(e);
+  }
+  void destroyOrderingEventRaw(EventHandle event) noexcept override {
+    destroyEvent(event);
+  }
   Status synchronizeEvent(EventHandle event) override {
     MLART_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(event)),
                      "cudaEventSynchronize");

@@ -1,0 +1,191 @@
+//===- StreamPlan.cpp - Dependencies and stream assignment ----------------===//
+#include "mlart/StreamPlan.h"
+
+#include <algorithm>
+
+namespace mlart {
+
+namespace {
+
+/// Byte interval [lo, hi) a view touches; empty (lo == hi) when it has no
+/// elements. Strides are non-negative (artifact views and kernel operands).
+void viewInterval(const TensorRef &v, uintptr_t &lo, uintptr_t &hi) {
+  lo = hi = reinterpret_cast<uintptr_t>(v.data);
+  const int64_t es = int64_t(dtypeSize(v.dtype));
+  int64_t last = 0;
+  for (int d = 0; d < v.rank; ++d) {
+    if (v.sizes[d] <= 0)
+      return;
+    last += (v.sizes[d] - 1) * v.strides[d];
+  }
+  hi = lo + uintptr_t(last * es + es);
+}
+
+/// Exact test for two views with the same dtype and strides: both are boxes
+/// of one row-major lattice when each stride exceeds everything the inner
+/// dimensions can reach, so writing the offset between them in that mixed
+/// radix gives per-dimension coordinate ranges, and the boxes share an
+/// element only if the ranges meet in every dimension. Returns true
+/// ("may overlap") whenever a precondition of that argument fails.
+bool boxesMayOverlap(const TensorRef &a, const TensorRef &b) {
+  const int64_t es = int64_t(dtypeSize(a.dtype));
+  const TensorRef &lower = a.data <= b.data ? a : b;
+  const TensorRef &upper = a.data <= b.data ? b : a;
+  const int64_t bytes = static_cast<const char *>(upper.data) -
+                        static_cast<const char *>(lower.data);
+  if (bytes % es)
+    return true;
+  int64_t rest = bytes / es;
+
+  // Dimensions where both boxes have one element carry no coordinate range
+  // (and may have any stride); the others must be ordered outer to inner.
+  struct Dim {
+    int64_t stride, lowerSize, upperSize, offset;
+  };
+  Dim dims[kMaxRank];
+  int n = 0;
+  for (int d = 0; d < a.rank; ++d) {
+    if (lower.sizes[d] == 1 && upper.sizes[d] == 1)
+      continue;
+    if (a.strides[d] <= 0 || (n && a.strides[d] >= dims[n - 1].stride))
+      return true;
+    dims[n++] = {a.strides[d], lower.sizes[d], upper.sizes[d], 0};
+  }
+  if (n == 0)
+    return true; // single elements at the same address (intervals met)
+  for (int d = 0; d < n; ++d) {
+    dims[d].offset = rest / dims[d].stride;
+    rest -= dims[d].offset * dims[d].stride;
+  }
+  if (rest != 0)
+    return true;
+  // Unique representation: what dimensions d.. can reach stays below the
+  // stride of dimension d-1.
+  int64_t reach = 0;
+  for (int d = n - 1; d >= 1; --d) {
+    const int64_t maxCoord = std::max(dims[d].lowerSize - 1,
+                                      dims[d].offset + dims[d].upperSize - 1);
+    reach += maxCoord * dims[d].stride;
+    if (reach >= dims[d - 1].stride)
+      return true;
+  }
+  for (int d = 0; d < n; ++d)
+    if (dims[d].offset >= dims[d].lowerSize)
+      return false; // [0, lowerSize) and [offset, ...) are disjoint
+  return true;
+}
+
+bool sameStrides(const TensorRef &a, const TensorRef &b) {
+  if (a.rank != b.rank || a.dtype != b.dtype)
+    return false;
+  for (int d = 0; d < a.rank; ++d)
+    if (a.strides[d] != b.strides[d] &&
+        !(a.sizes[d] == 1 && b.sizes[d] == 1))
+      return false;
+  return true;
+}
+
+} // namespace
+
+MemoryAccess MemoryAccess::ofView(const TensorRef &view, bool write) {
+  MemoryAccess m;
+  m.view = view;
+  viewInterval(view, m.lo, m.hi);
+  m.write = write;
+  return m;
+}
+
+MemoryAccess MemoryAccess::ofInterval(uintptr_t lo, uintptr_t hi, bool write) {
+  MemoryAccess m;
+  m.lo = lo;
+  m.hi = hi;
+  m.write = write;
+  return m;
+}
+
+bool mayOverlap(const MemoryAccess &a, const MemoryAccess &b) {
+  if (a.lo >= a.hi || b.lo >= b.hi || a.hi <= b.lo || b.hi <= a.lo)
+    return false;
+  if (a.view.data && b.view.data && sameStrides(a.view, b.view))
+    return boxesMayOverlap(a.view, b.view);
+  return true;
+}
+
+bool mustFollow(const std::vector<MemoryAccess> &later,
+                const std::vector<MemoryAccess> &earlier) {
+  for (const MemoryAccess &l : later)
+    for (const MemoryAccess &e : earlier)
+      if ((l.write || e.write) && mayOverlap(l, e))
+        return true;
+  return false;
+}
+
+StreamPlan planStreams(const std::vector<std::vector<MemoryAccess>> &accesses,
+                       int maxStreams) {
+  const size_t n = accesses.size();
+  StreamPlan plan;
+  plan.stream.assign(n, 0);
+  plan.waitFor.assign(n, {});
+  plan.recordAfter.assign(n, false);
+  if (maxStreams <= 1 || n == 0)
+    return plan;
+
+  const size_t streams = size_t(maxStreams);
+  // tail[s]: last instruction issued on stream s (-1: unused).
+  std::vector<int64_t> tail(streams, -1);
+  // clock[i][s]: the last instruction of stream s known to complete before
+  // instruction i starts (vector clock; -1 for none). A wait for j on stream
+  // s is redundant when the waiting stream's clock already covers j.
+  std::vector<std::vector<int64_t>> clock(n);
+  std::vector<uint32_t> deps;
+  for (size_t i = 0; i < n; ++i) {
+    deps.clear();
+    for (size_t j = i; j-- > 0;)
+      if (mustFollow(accesses[i], accesses[j]))
+        deps.push_back(uint32_t(j)); // descending
+    auto isDep = [&](int64_t j) {
+      return j >= 0 && std::find(deps.begin(), deps.end(), uint32_t(j)) !=
+                           deps.end();
+    };
+
+    // Continue the chain of the latest dependency when it is a stream's
+    // tail; otherwise start a stream that is still unused, so that the
+    // instruction can overlap the other streams' tails; otherwise take the
+    // stream whose tail was issued longest ago (the likeliest to be done).
+    int chosen = -1;
+    for (size_t s = 0; s < streams; ++s)
+      if (isDep(tail[s]) && (chosen < 0 || tail[s] > tail[size_t(chosen)]))
+        chosen = int(s);
+    for (size_t s = 0; s < streams && chosen < 0; ++s)
+      if (tail[s] < 0)
+        chosen = int(s);
+    if (chosen < 0) {
+      chosen = 0;
+      for (size_t s = 1; s < streams; ++s)
+        if (tail[s] < tail[size_t(chosen)])
+          chosen = int(s);
+    }
+    const size_t s = size_t(chosen);
+
+    std::vector<int64_t> now =
+        tail[s] >= 0 ? clock[size_t(tail[s])]
+                     : std::vector<int64_t>(streams, -1);
+    for (uint32_t j : deps) {
+      const size_t t = size_t(plan.stream[j]);
+      if (t == s || now[t] >= int64_t(j))
+        continue;
+      plan.waitFor[i].push_back(j);
+      plan.recordAfter[j] = true;
+      for (size_t u = 0; u < streams; ++u)
+        now[u] = std::max(now[u], clock[j][u]);
+    }
+    now[s] = int64_t(i);
+    clock[i] = std::move(now);
+    tail[s] = int64_t(i);
+    plan.stream[i] = chosen;
+    plan.numStreams = std::max(plan.numStreams, chosen + 1);
+  }
+  return plan;
+}
+
+} // namespace mlart
