@@ -334,9 +334,10 @@ std::pair<Value, Value> KernelEmitter::rotate(const RopeItem &r, Value pos,
   VectorType f32x8 = vec(8, b.getF32Type());
   // cos/sin of pairs 8g .. 8g+7 (both styles number pairs that way).
   Value csRow = add(mul(pos, csStride), mul(g, cst(8)));
-  Value c = vector::LoadOp::create(b, f32x8, arg(CosSin), csRow);
-  Value s =
-      vector::LoadOp::create(b, f32x8, arg(CosSin), add(csRow, cst(half)));
+  // 16-byte aligned (the runtime launches the kernel only for a 16-byte
+  // aligned table with a row stride of a multiple of 4): two v4 loads each.
+  Value c = load16(arg(CosSin), csRow, f32x8);
+  Value s = load16(arg(CosSin), add(csRow, cst(half)), f32x8);
   Value x0 = r.a, x1 = r.b;
   const bool gptj = p.sig.style == mlart::RopeStyle::GptJ;
   if (gptj) { // deinterleave the 16 elements of A, B into the pair halves

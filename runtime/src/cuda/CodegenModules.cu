@@ -263,11 +263,13 @@ Status codegenCacheWrite(CudaContext &ctx, CodegenModules &modules,
                            expected + "')");
 
   // Where the generated kernel does not apply, the library kernel runs
-  // (same results): checked mode, rows that are not 16-byte aligned, and a
-  // separate k_pe_out (the compiler never asks for one).
+  // (same results): checked mode, rows (and cos/sin rows, which it reads as
+  // 16-byte vectors) that are not 16-byte aligned, and a separate k_pe_out
+  // (the compiler never asks for one).
   const bool fallback = a.cache.writeProtect || a.kPeOut.present() ||
                         !aligned16(a.kvC) || !aligned16(a.kPe) ||
                         !aligned16(a.qPe) || !aligned16(a.qPeIn) ||
+                        (rope && !aligned16(a.cosSin)) ||
                         reinterpret_cast<uintptr_t>(a.cache.data) % 16 != 0;
   if (fallback)
     return rope ? ropeCacheUpdate(ctx, a, stream)
