@@ -15,6 +15,7 @@
 #include "mlart/Codegen.h"
 #include "mlart/CudaDevice.h"
 #include "StepBench.h"
+#include "cuda/Knobs.h"
 #include "cuda/SkinnyGemmPlan.h"
 
 #include <cuda_runtime.h>
@@ -186,7 +187,7 @@ TensorRef ten(void *p, DType t, std::initializer_list<int64_t> s) {
 
 /// The decode step's dense projections at B = 64 (DeepSeek-V2-Lite), each
 /// through cuBLAS and through each variant of the skinny kernel
-/// (MLART_SKINNY_GEMM=0 / 1 and MLART_SKINNY_VARIANT, read at every call). As in the step, the weights come from DRAM: calls
+/// (the MLART_SKINNY_GEMM and MLART_SKINNY_VARIANT knobs, forced per row). As in the step, the weights come from DRAM: calls
 /// rotate over copies of each weight spanning 128 MB (> 2x the 60 MB L2),
 /// else a 20-call graph would re-read one weight from L2. Bytes: the
 /// weights only, what must stream once per call. A last row per path sums
@@ -243,9 +244,9 @@ void benchStepGemms(const KernelLibrary &k, std::mt19937 &rng) {
   }
   // cuBLAS, then every skinny variant (MLART_SKINNY_VARIANT, SkinnyGemmPlan.h).
   for (int mode = -1; mode < mlart::cuda::kSkinnyVariants; ++mode) {
-    setenv("MLART_SKINNY_GEMM", mode < 0 ? "0" : "1", 1);
+    mlart::cuda::setKnobOverride(mlart::cuda::Knob::SkinnyGemm, mode < 0 ? 0 : 1);
+    mlart::cuda::setKnobOverride(mlart::cuda::Knob::SkinnyVariant, std::max(0, mode));
     const std::string digit(1, char('0' + std::max(0, mode)));
-    setenv("MLART_SKINNY_VARIANT", digit.c_str(), 1);
     std::string tag = " [cublas]";
     if (mode >= 0) {
       const mlart::cuda::SkinnyVariant v = mlart::cuda::skinnyVariant(mode);
@@ -273,8 +274,8 @@ void benchStepGemms(const KernelLibrary &k, std::mt19937 &rng) {
     }
     add("step gemms sum" + tag, "5 projections", sumMs, sumBytes, 0);
   }
-  unsetenv("MLART_SKINNY_GEMM");
-  unsetenv("MLART_SKINNY_VARIANT");
+  mlart::cuda::setKnobOverride(mlart::cuda::Knob::SkinnyGemm, std::nullopt);
+  mlart::cuda::setKnobOverride(mlart::cuda::Knob::SkinnyVariant, std::nullopt);
 }
 
 /// Generated (docs/codegen.md) vs library cache-write kernels, side by side,

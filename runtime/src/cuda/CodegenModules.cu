@@ -69,16 +69,31 @@ CodegenModules::~CodegenModules() {
     d.moduleUnload(entry.second.second.module);
 }
 
+CodegenModules::Loaded *
+CodegenModules::findLoaded(const CodegenModule &module) {
+  auto range = modules_.equal_range(module.hash);
+  for (auto it = range.first; it != range.second; ++it) {
+    const Loaded &l = it->second.second;
+    if (l.knownText == module.ptx.data() && l.knownSize == module.ptx.size())
+      return &it->second.second;
+  }
+  for (auto it = range.first; it != range.second; ++it) {
+    if (it->second.first != module.ptx)
+      continue;
+    Loaded &l = it->second.second;
+    l.knownText = module.ptx.data();
+    l.knownSize = module.ptx.size();
+    return &l;
+  }
+  return nullptr;
+}
+
 StatusOr<CodegenFunction>
 CodegenModules::function(const CodegenModule &module, const std::string &name) {
   const Driver &d = driver();
   MLART_RETURN_IF_ERROR(d.status);
   std::lock_guard<std::mutex> lock(mu_);
-  Loaded *loaded = nullptr;
-  auto range = modules_.equal_range(module.hash);
-  for (auto it = range.first; it != range.second; ++it)
-    if (it->second.first == module.ptx)
-      loaded = &it->second.second;
+  Loaded *loaded = findLoaded(module);
   if (!loaded) {
     MLART_CUDA_CHECK(cudaSetDevice(ordinal_), "cudaSetDevice");
     // The primary context must exist before the driver API uses it.
@@ -108,6 +123,8 @@ CodegenModules::function(const CodegenModule &module, const std::string &name) {
                                std::make_pair(module.ptx, Loaded()));
     loaded = &it->second.second;
     loaded->module = m;
+    loaded->knownText = module.ptx.data();
+    loaded->knownSize = module.ptx.size();
   }
   auto f = loaded->functions.find(name);
   if (f != loaded->functions.end())

@@ -57,7 +57,15 @@ private:
   struct Loaded {
     CUmodule module = nullptr;
     std::map<std::string, CodegenFunction> functions;
+    /// The text (data and size) last found equal to the module's: every
+    /// eager launch asks for its function, and need not compare the whole
+    /// PTX again. A new text at that address after the old one was freed
+    /// aliases only with the same size and fnv1a64 hash.
+    const char *knownText = nullptr;
+    size_t knownSize = 0;
   };
+  /// The loaded module whose text is `module`'s, or nullptr.
+  Loaded *findLoaded(const CodegenModule &module);
   Status driverError(CUresult r, const std::string &what) const;
 
   int ordinal_;

@@ -79,6 +79,17 @@ Status readRecord(CudaContext &ctx, cudaStream_t stream,
                   const TensorRef *slots, const TensorRef *positions,
                   int64_t blockSize, int64_t numSlots,
                   uint64_t *refusedWrites);
+/// The end of a call that checks paged reads: with synchronousChecks, reads
+/// the record (no slots to quote), then releases `lock` (which holds
+/// ctx.recordMutex).
+inline Status finishChecked(CudaContext &ctx, cudaStream_t stream,
+                            std::unique_lock<std::mutex> &lock) {
+  if (!ctx.synchronousChecks)
+    return Status::success();
+  Status s = readRecord(ctx, stream, nullptr, nullptr, 1, 0, nullptr);
+  lock.unlock();
+  return s;
+}
 
 /// Host-side checks that need no device data.
 bool isFloatType(DType t);

@@ -23,6 +23,7 @@
 //===----------------------------------------------------------------------===//
 #include "cuda/CudaCommon.h"
 #include "cuda/DecodeCommon.h"
+#include "cuda/Knobs.h"
 #include "cuda/Launch.h"
 #include "cpu/TensorAccess.h"
 
@@ -30,7 +31,6 @@
 
 #include <atomic>
 #include <cmath>
-#include <cstdlib>
 #include <string>
 
 namespace mlart::cuda {
@@ -773,37 +773,6 @@ Status checkPagedShapes(const KVCacheRef &cache, const TensorRef &blockTable,
   return checkDim(lens, lensName, 0, batch);
 }
 
-Status finish(CudaContext &ctx, cudaStream_t stream,
-              std::unique_lock<std::mutex> &lock) {
-  if (!ctx.synchronousChecks)
-    return Status::success();
-  Status s = readRecord(ctx, stream, nullptr, nullptr, 1, 0, nullptr);
-  lock.unlock();
-  return s;
-}
-
-/// MLART_DECODE_CLUSTER (default on, =0 off), read once.
-std::atomic<bool> &clusterKnob() {
-  static std::atomic<bool> on([] {
-    const char *v = std::getenv("MLART_DECODE_CLUSTER");
-    return !(v && v[0] == '0');
-  }());
-  return on;
-}
-
-/// MLART_DECODE_PREFETCH: tiles of its range each 16-head decode CTA
-/// prefetches into L2 before its dependent-launch wait (default 2; 0 off).
-int decodePrefetchTiles() {
-  static const int tiles = [] {
-    const char *v = std::getenv("MLART_DECODE_PREFETCH");
-    if (!v || !*v)
-      return 2;
-    const int n = std::atoi(v);
-    return n < 0 ? 0 : std::min(n, 64);
-  }();
-  return tiles;
-}
-
 std::atomic<uint64_t> &clusterLaunches() {
   static std::atomic<uint64_t> n{0};
   return n;
@@ -814,56 +783,36 @@ using TcKernel = void (*)(DecodeParams);
 /// The 16-head kernel in use: MLART_DECODE_VARIANT=0 selects the first
 /// tensor-core variant (S split by tokens); the default splits S by the
 /// reduction dimension.
-bool tcSplitK() {
-  static const bool splitK = [] {
-    const char *v = std::getenv("MLART_DECODE_VARIANT");
-    return !(v && v[0] == '0');
-  }();
-  return splitK;
-}
+bool tcSplitK() { return knobValue(Knob::DecodeVariant) != 0; }
 TcKernel tcKernel(bool splitK) {
   return splitK ? decodeTcKernel<true> : decodeTcKernel<false>;
 }
 
-/// Raises the kernel's shared-memory limit and fills the launch
-/// configuration of a grid; no launch attributes yet.
-Status tcLaunchConfig(TcKernel kernel, dim3 grid, cudaStream_t stream,
-                      cudaLaunchConfig_t *cfg) {
-  MLART_CUDA_CHECK(
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                           int(kSmemTc)),
-      "cudaFuncSetAttribute(decodeTcKernel)");
-  *cfg = cudaLaunchConfig_t{};
-  cfg->gridDim = grid;
-  cfg->blockDim = dim3(kThreadsTc);
-  cfg->dynamicSmemBytes = kSmemTc;
-  cfg->stream = stream;
-  return Status::success();
+/// Raises the kernel's shared-memory limit; the shape of a grid, without
+/// a cluster.
+StatusOr<LaunchShape> tcLaunchShape(TcKernel kernel, dim3 grid) {
+  MLART_RETURN_IF_ERROR(allowDynamicSmem(kernel, kSmemTc, "decodeTcKernel"));
+  return LaunchShape{grid, dim3(kThreadsTc), kSmemTc, 1};
 }
 
-/// cudaOccupancyMaxActiveClusters of `kernel` launched as `cfg` with
-/// clusters of `size` CTAs along x.
-Status maxActiveClusters(TcKernel kernel, cudaLaunchConfig_t cfg, int size,
-                         int *clusters) {
-  cudaLaunchAttribute cl;
-  cl.id = cudaLaunchAttributeClusterDimension;
-  cl.val.clusterDim.x = unsigned(size);
-  cl.val.clusterDim.y = 1;
-  cl.val.clusterDim.z = 1;
-  cfg.attrs = &cl;
-  cfg.numAttrs = 1;
+/// cudaOccupancyMaxActiveClusters of `kernel` launched as `shape` on
+/// `stream` with clusters of `size` CTAs along x (no PDL).
+Status maxActiveClusters(TcKernel kernel, LaunchShape shape,
+                         cudaStream_t stream, int size, int *clusters) {
+  shape.clusterX = unsigned(size);
+  const LaunchConfig cfg(shape, stream, /*pdl=*/false);
   *clusters = 0;
-  MLART_CUDA_CHECK(cudaOccupancyMaxActiveClusters(clusters, kernel, &cfg),
+  MLART_CUDA_CHECK(cudaOccupancyMaxActiveClusters(clusters, kernel, cfg.get()),
                    "cudaOccupancyMaxActiveClusters(decodeTcKernel, " +
                        std::to_string(size) + ")");
   return Status::success();
 }
 
 /// Whether the device can hold clusters of `size` (2..kMaxClusterSplits)
-/// CTAs of the kernel as `cfg` launches it; asked once per device (up to
+/// CTAs of the kernel as `shape` launches it; asked once per device (up to
 /// kCachedDevices), kernel variant and size.
-Status clusterFits(int ordinal, bool splitK, const cudaLaunchConfig_t &cfg,
-                   int size, bool *fits) {
+Status clusterFits(int ordinal, bool splitK, const LaunchShape &shape,
+                   cudaStream_t stream, int size, bool *fits) {
   constexpr int kCachedDevices = 64;
   // 0: not asked yet, 1: no, 2: yes.
   static std::atomic<uint8_t> known[kCachedDevices][2][kMaxClusterSplits + 1];
@@ -879,7 +828,7 @@ Status clusterFits(int ordinal, bool splitK, const cudaLaunchConfig_t &cfg,
   }
   int clusters = 0;
   MLART_RETURN_IF_ERROR(
-      maxActiveClusters(tcKernel(splitK), cfg, size, &clusters));
+      maxActiveClusters(tcKernel(splitK), shape, stream, size, &clusters));
   *fits = clusters > 0;
   if (slot)
     slot->store(*fits ? 2 : 1, std::memory_order_relaxed);
@@ -905,7 +854,11 @@ int decodeSplitHeuristic(int smCount, int64_t batch, int64_t headGroups,
                                            /*combineCost=*/1.0});
 }
 
-bool setDecodeClusterMerge(bool on) { return clusterKnob().exchange(on); }
+bool setDecodeClusterMerge(bool on) {
+  const bool previous = knobValue(Knob::DecodeCluster) != 0;
+  setKnobOverride(Knob::DecodeCluster, on ? 1 : 0);
+  return previous;
+}
 
 uint64_t decodeClusterLaunchCount() { return clusterLaunches().load(); }
 
@@ -914,11 +867,11 @@ StatusOr<int> decodeMaxActiveClusters(int size) {
     return invalidArgument("cluster size must be 1.." +
                            std::to_string(kMaxClusterSplits));
   const TcKernel kernel = tcKernel(tcSplitK());
-  cudaLaunchConfig_t cfg;
-  MLART_RETURN_IF_ERROR(
-      tcLaunchConfig(kernel, dim3(unsigned(size)), nullptr, &cfg));
+  MLART_ASSIGN_OR_RETURN(const LaunchShape shape,
+                         tcLaunchShape(kernel, dim3(unsigned(size))));
   int clusters = 0;
-  MLART_RETURN_IF_ERROR(maxActiveClusters(kernel, cfg, size, &clusters));
+  MLART_RETURN_IF_ERROR(
+      maxActiveClusters(kernel, shape, nullptr, size, &clusters));
   return clusters;
 }
 
@@ -978,7 +931,7 @@ Status decodeAttention(CudaContext &ctx, const DecodeAttentionArgs &a,
                                        decodeGenericKernel,
                                        dim3(unsigned(H), unsigned(B)),
                                        kGenThreads, 0, stream, p));
-    return finish(ctx, stream, lock);
+    return finishChecked(ctx, stream, lock);
   }
 
   DecodeParams p;
@@ -994,18 +947,13 @@ Status decodeAttention(CudaContext &ctx, const DecodeAttentionArgs &a,
   // H a multiple of 64: the many-heads kernel (DecodeManyHeads.cu, wgmma,
   // 64 heads per CTA); MLART_DECODE_MANY=0 keeps the 16-head kernel.
   // MLART_DECODE_MANY=force: whenever H allows (tests).
-  static const int manyMode = [] {
-    const char *v = std::getenv("MLART_DECODE_MANY");
-    if (v && v[0] == '0')
-      return 0;
-    return v && std::string(v) == "force" ? 2 : 1;
-  }();
-  const bool manyEnabled = manyMode != 0;
+  const int manyKnob = knobValue(Knob::DecodeMany);
   // With few (sequence, 64-head) groups the 16-head kernel keeps more SMs
   // busy (measured thresholds: preferManyHeads in DecodeCommon.h).
   const bool many =
-      manyEnabled && H % kManyHeads == 0 &&
-      (manyMode == 2 || preferManyHeads(B * (H / kManyHeads), maxTiles));
+      manyKnob != 0 && H % kManyHeads == 0 &&
+      (manyKnob == kDecodeManyForce ||
+       preferManyHeads(B * (H / kManyHeads), maxTiles));
   int splits = a.numSplits > 0
                    ? int(std::min<int64_t>(
                          std::min<int64_t>(a.numSplits, maxTiles), kMaxSplits))
@@ -1018,37 +966,27 @@ Status decodeAttention(CudaContext &ctx, const DecodeAttentionArgs &a,
   p.partLse = nullptr;
   p.clusterMerge = 0;
   // Only useful when the kernel can start early (dependent launch).
-  p.prefetchTiles = pdlEnabled() ? decodePrefetchTiles() : 0;
+  p.prefetchTiles = pdlEnabled() ? knobValue(Knob::DecodePrefetch) : 0;
 
   // The 16-head kernel's launch: with 2..kMaxClusterSplits splits the CTAs
   // of a (sequence, head group) form one cluster along x (grid.x = splits)
   // and merge in the kernel, when the device can place such clusters.
   const bool splitK = tcSplitK();
   const TcKernel kernel = tcKernel(splitK);
-  cudaLaunchConfig_t cfg = {};
-  cudaLaunchAttribute attrs[2]; // cluster shape, dependent launch
+  LaunchShape shape;
   if (!many) {
-    MLART_RETURN_IF_ERROR(tcLaunchConfig(
-        kernel, dim3(unsigned(splits), unsigned(B), unsigned(H / kHeads)),
-        stream, &cfg));
+    MLART_ASSIGN_OR_RETURN(
+        shape,
+        tcLaunchShape(kernel, dim3(unsigned(splits), unsigned(B),
+                                   unsigned(H / kHeads))));
     bool fits = false;
-    if (splits >= 2 && splits <= kMaxClusterSplits && clusterKnob().load())
+    if (splits >= 2 && splits <= kMaxClusterSplits &&
+        knobValue(Knob::DecodeCluster) != 0)
       MLART_RETURN_IF_ERROR(
-          clusterFits(ctx.ordinal, splitK, cfg, splits, &fits));
-    cfg.attrs = attrs;
-    cfg.numAttrs = 0;
+          clusterFits(ctx.ordinal, splitK, shape, stream, splits, &fits));
     if (fits) {
-      cudaLaunchAttribute &cl = attrs[cfg.numAttrs++];
-      cl.id = cudaLaunchAttributeClusterDimension;
-      cl.val.clusterDim.x = unsigned(splits);
-      cl.val.clusterDim.y = 1;
-      cl.val.clusterDim.z = 1;
+      shape.clusterX = unsigned(splits);
       p.clusterMerge = 1;
-    }
-    if (pdlEnabled()) { // the kernel begins with pdlPrologue()
-      cudaLaunchAttribute &pd = attrs[cfg.numAttrs++];
-      pd.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-      pd.val.programmaticStreamSerializationAllowed = 1;
     }
   }
 
@@ -1066,9 +1004,9 @@ Status decodeAttention(CudaContext &ctx, const DecodeAttentionArgs &a,
   if (many) {
     MLART_RETURN_IF_ERROR(launchDecodeManyHeads(p, B, stream));
   } else {
-    MLART_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, p),
-                     "cudaLaunchKernelEx(decodeTcKernel)");
-    MLART_CUDA_CHECK_LAUNCH("decodeTcKernel");
+    // The kernel begins with pdlPrologue().
+    MLART_RETURN_IF_ERROR(
+        launchKernel("decodeTcKernel", kernel, shape, stream, p));
     if (p.clusterMerge)
       clusterLaunches().fetch_add(1, std::memory_order_relaxed);
   }
@@ -1079,7 +1017,7 @@ Status decodeAttention(CudaContext &ctx, const DecodeAttentionArgs &a,
     MLART_CUDA_CHECK(cudaFreeAsync(work, stream),
                      "cudaFreeAsync(decode split workspace)");
   }
-  return finish(ctx, stream, lock);
+  return finishChecked(ctx, stream, lock);
 }
 
 // --- Prefill. ----------------------------------------------------------------
@@ -1373,7 +1311,7 @@ Status prefillAttention(CudaContext &ctx, const PrefillAttentionArgs &a,
   MLART_RETURN_IF_ERROR(launchKernel("prefillKernel", prefillKernel,
                                      dim3(unsigned(T), unsigned(H)),
                                      kPfThreads, 0, stream, p));
-  return finish(ctx, stream, lock);
+  return finishChecked(ctx, stream, lock);
 }
 
 } // namespace mlart::cuda

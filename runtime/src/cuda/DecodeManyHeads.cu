@@ -25,10 +25,10 @@
 //
 //===----------------------------------------------------------------------===//
 #include "cuda/DecodeManyHeadsTile.h"
+#include "cuda/Knobs.h"
 #include "cuda/Launch.h"
 
 #include <algorithm>
-#include <cstdlib>
 
 namespace mlart::cuda {
 namespace {
@@ -291,14 +291,9 @@ Status launchDecodeManyHeads(const DecodeParams &p, int64_t batch,
   // the TMA-producer kernel, 2 that one with S queued behind PV. Measured on
   // the H200 (docs/performance.md, 2026-12-03), H=128 B=128 L=8192: 826 /
   // 657 / 758 us; variant 1 is the fastest at every measured shape.
-  static const int variant = [] {
-    const char *v = std::getenv("MLART_DECODE_MANY");
-    return v && v[0] >= '2' && v[0] <= '6' ? v[0] - '0' : 1;
-  }();
-  static const int tmaVariant = [] {
-    const char *v = std::getenv("MLART_DECODE_MANY_VARIANT");
-    return v && v[0] >= '0' && v[0] <= '2' && !v[1] ? v[0] - '0' : 1;
-  }();
+  const int many = knobValue(Knob::DecodeMany);
+  const int variant = many >= 2 && many <= 6 ? many : 1;
+  const int tmaVariant = knobValue(Knob::DecodeManyVariant);
   if (variant == 1 && tmaVariant != 0 && decodeManyHeadsTmaApplies(p)) {
     Status s = launchDecodeManyHeadsTma(p, batch, tmaVariant == 2, stream);
     // Unavailable: the driver cannot encode tensor maps; copy with cp.async.
@@ -311,10 +306,8 @@ Status launchDecodeManyHeads(const DecodeParams &p, int64_t batch,
                 : variant == 5 ? decodeManyHeadsKernel<5>
                 : variant == 6 ? decodeManyHeadsKernel<6>
                                : decodeManyHeadsKernel<1>;
-  MLART_CUDA_CHECK(cudaFuncSetAttribute(kernel,
-                                        cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                        int(kSmem)),
-                   "cudaFuncSetAttribute(decodeManyHeadsKernel)");
+  MLART_RETURN_IF_ERROR(
+      allowDynamicSmem(kernel, kSmem, "decodeManyHeadsKernel"));
   return launchKernel("decodeManyHeadsKernel", kernel,
                       dim3(unsigned(p.heads / kManyHeads), unsigned(p.splits),
                            unsigned(batch)),

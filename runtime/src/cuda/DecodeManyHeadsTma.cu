@@ -259,10 +259,8 @@ Status launchDecodeManyHeadsTma(const DecodeParams &p, int64_t batch,
       uint64_t(p.c.rowBytes), 64, uint32_t(std::min(p.c.blockSize, kTile))));
   auto kernel = overlap ? decodeManyHeadsTmaKernel<true>
                         : decodeManyHeadsTmaKernel<false>;
-  MLART_CUDA_CHECK(cudaFuncSetAttribute(kernel,
-                                        cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                        int(kSmemTma)),
-                   "cudaFuncSetAttribute(decodeManyHeadsTmaKernel)");
+  MLART_RETURN_IF_ERROR(
+      allowDynamicSmem(kernel, kSmemTma, "decodeManyHeadsTmaKernel"));
   return launchKernel("decodeManyHeadsTmaKernel", kernel,
                       dim3(unsigned(p.heads / kManyHeads), unsigned(p.splits),
                            unsigned(batch)),

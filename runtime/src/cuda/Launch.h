@@ -32,43 +32,73 @@
 
 namespace mlart::cuda {
 
-/// The value of MLART_PDL: "0" off, "1" on; unset or empty: nullopt (the
-/// default, on); anything else is no value either (nullopt).
-std::optional<bool> parsePdlKnob(const char *value);
-/// Whether launches ask for PDL: MLART_PDL (read once, default on) unless a
-/// test overrides it.
+/// Whether launches ask for PDL: MLART_PDL (cuda/Knobs.h, default on)
+/// unless a test overrides it.
 bool pdlEnabled();
 /// Tests: forces PDL on or off for the launches that follow; nullopt goes
 /// back to MLART_PDL. Launches already captured in a graph keep theirs.
 void setPdlOverrideForTesting(std::optional<bool> on);
 
-/// Launches `kernel` on `stream`, with programmatic stream serialisation
-/// when pdlEnabled(). `kernel` must begin with pdlPrologue() (file
-/// comment). Launch errors, and any error still pending, become a Status.
+/// The geometry of one launch. clusterX > 1 groups that many consecutive
+/// CTAs along x into a thread-block cluster (grid.x must be a multiple).
+struct LaunchShape {
+  dim3 grid;
+  dim3 block;
+  size_t smemBytes = 0;
+  unsigned clusterX = 1;
+};
+
+/// The cudaLaunchConfig_t of one launch and the attributes it points to:
+/// the cluster shape when clusterX > 1, programmatic stream serialisation
+/// when `pdl`. Not copyable: the config points into the object.
+class LaunchConfig {
+public:
+  LaunchConfig(const LaunchShape &shape, cudaStream_t stream, bool pdl);
+  LaunchConfig(const LaunchConfig &) = delete;
+  LaunchConfig &operator=(const LaunchConfig &) = delete;
+  const cudaLaunchConfig_t *get() const { return &config_; }
+
+private:
+  cudaLaunchAttribute attrs_[2];
+  cudaLaunchConfig_t config_;
+};
+
+/// The Status of a launch that returned `e`; also takes (and clears) any
+/// error still pending, as MLART_CUDA_CHECK_LAUNCH does.
+Status launchStatus(cudaError_t e, const char *name);
+
+/// Launches `kernel` as `shape` on `stream`, with programmatic stream
+/// serialisation when pdlEnabled(). `kernel` must begin with pdlPrologue()
+/// (file comment). Launch errors, and any error still pending, become a
+/// Status.
+template <typename... Params, typename... Args>
+Status launchKernel(const char *name, void (*kernel)(Params...),
+                    const LaunchShape &shape, cudaStream_t stream,
+                    Args &&...args) {
+  const LaunchConfig config(shape, stream, pdlEnabled());
+  return launchStatus(
+      cudaLaunchKernelEx(config.get(), kernel, std::forward<Args>(args)...),
+      name);
+}
+
+/// The same without a cluster.
 template <typename... Params, typename... Args>
 Status launchKernel(const char *name, void (*kernel)(Params...), dim3 grid,
                     dim3 block, size_t smemBytes, cudaStream_t stream,
                     Args &&...args) {
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  cudaLaunchConfig_t config = {};
-  config.gridDim = grid;
-  config.blockDim = block;
-  config.dynamicSmemBytes = smemBytes;
-  config.stream = stream;
-  const bool pdl = pdlEnabled();
-  config.attrs = pdl ? attr : nullptr;
-  config.numAttrs = pdl ? 1 : 0;
-  cudaError_t e =
-      cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
-  // Also clears the error, as MLART_CUDA_CHECK_LAUNCH does.
-  const cudaError_t last = cudaGetLastError();
-  if (e == cudaSuccess)
-    e = last;
-  if (e != cudaSuccess)
-    return cudaError(e, std::string("launch of ") + name);
-  return Status::success();
+  return launchKernel(name, kernel, LaunchShape{grid, block, smemBytes, 1},
+                      stream, std::forward<Args>(args)...);
+}
+
+/// Lets `kernel` take `bytes` of dynamic shared memory on the current
+/// device (above 48 KB it must opt in). cudaFuncSetAttribute is a driver
+/// call, so it is made once per (device, kernel), again only for more.
+Status allowDynamicSmem(const void *kernel, size_t bytes, const char *name);
+template <typename... Params>
+Status allowDynamicSmem(void (*kernel)(Params...), size_t bytes,
+                        const char *name) {
+  return allowDynamicSmem(reinterpret_cast<const void *>(kernel), bytes,
+                          name);
 }
 
 #ifdef __CUDACC__

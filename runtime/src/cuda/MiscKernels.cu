@@ -233,15 +233,6 @@ __global__ void quantizeKernel(T4 x, T4 o, const float *scale, int64_t n,
 
 constexpr int kThreads = 256;
 
-Status finishChecked(CudaContext &ctx, cudaStream_t stream,
-                     std::unique_lock<std::mutex> &lock) {
-  if (!ctx.synchronousChecks)
-    return Status::success();
-  Status s = readRecord(ctx, stream, nullptr, nullptr, 1, 0, nullptr);
-  lock.unlock();
-  return s;
-}
-
 } // namespace
 
 Status add(CudaContext &ctx, const AddArgs &a, cudaStream_t stream) {

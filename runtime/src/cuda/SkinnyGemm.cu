@@ -26,13 +26,13 @@
 //
 //===----------------------------------------------------------------------===//
 #include "cuda/SkinnyGemm.h"
+#include "cuda/Knobs.h"
 #include "cuda/Launch.h"
 #include "cuda/Sm90Ptx.h"
 
 #include <cooperative_groups.h>
 
 #include <atomic>
-#include <cstdlib>
 
 namespace mlart::cuda {
 
@@ -322,33 +322,16 @@ Status launch(const SkinnyGemmPlan &plan, const SkinnyGemmProblem &prob,
   p.prefetch = plan.prefetch ? 1 : 0;
   KernelFn kernel =
       pickKernel(plan, prob.weightKMajor, x.dtype == DType::BF16);
-  MLART_CUDA_CHECK(cudaFuncSetAttribute(
-                       kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                       int(plan.smemBytes)),
-                   "cudaFuncSetAttribute(skinnyGemmKernel)");
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(unsigned(plan.nTiles * plan.split), unsigned(prob.batch));
-  cfg.blockDim = dim3(unsigned(plan.threads()));
-  cfg.dynamicSmemBytes = size_t(plan.smemBytes);
-  cfg.stream = stream;
-  cudaLaunchAttribute attr[2]; // cluster shape, dependent launch
-  cfg.attrs = attr;
-  cfg.numAttrs = 0;
-  if (plan.split > 1) {
-    cudaLaunchAttribute &cl = attr[cfg.numAttrs++];
-    cl.id = cudaLaunchAttributeClusterDimension;
-    cl.val.clusterDim.x = unsigned(plan.split);
-    cl.val.clusterDim.y = 1;
-    cl.val.clusterDim.z = 1;
-  }
-  if (pdlEnabled()) { // the kernel begins with pdlPrologue()
-    cudaLaunchAttribute &pd = attr[cfg.numAttrs++];
-    pd.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    pd.val.programmaticStreamSerializationAllowed = 1;
-  }
-  MLART_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, p),
-                   "cudaLaunchKernelEx(skinnyGemmKernel)");
-  MLART_CUDA_CHECK_LAUNCH("skinnyGemmKernel");
+  MLART_RETURN_IF_ERROR(
+      allowDynamicSmem(kernel, size_t(plan.smemBytes), "skinnyGemmKernel"));
+  // The kernel begins with pdlPrologue(); a cluster of `split` CTAs shares
+  // a column tile.
+  const LaunchShape shape{
+      dim3(unsigned(plan.nTiles * plan.split), unsigned(prob.batch)),
+      dim3(unsigned(plan.threads())), size_t(plan.smemBytes),
+      unsigned(plan.split)};
+  MLART_RETURN_IF_ERROR(
+      launchKernel("skinnyGemmKernel", kernel, shape, stream, p));
   gLaunches.fetch_add(1, std::memory_order_relaxed);
   return Status::success();
 }
@@ -358,17 +341,9 @@ Status launch(const SkinnyGemmPlan &plan, const SkinnyGemmProblem &prob,
 // Off unless MLART_SKINNY_GEMM=1: on the H200 (2026-12-03, mla-bench
 // --gemm-only) the five step projections took 56.9 us here against 24.1 us
 // through cuBLAS (docs/cuda.md), so cuBLAS stays the default.
-bool skinnyGemmEnabled() {
-  const char *v = std::getenv("MLART_SKINNY_GEMM");
-  return v && v[0] == '1' && v[1] == '\0';
-}
+bool skinnyGemmEnabled() { return knobValue(Knob::SkinnyGemm) == 1; }
 
-int skinnyGemmVariant() {
-  const char *v = std::getenv("MLART_SKINNY_VARIANT");
-  if (!v || v[0] < '0' || v[0] >= '0' + kSkinnyVariants || v[1] != '\0')
-    return 0;
-  return v[0] - '0';
-}
+int skinnyGemmVariant() { return knobValue(Knob::SkinnyVariant); }
 
 std::optional<SkinnyGemmProblem> linearProblem(const LinearArgs &a) {
   if (!sameSkinnyType(a.x, a.weight, a.out))

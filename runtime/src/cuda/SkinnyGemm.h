@@ -16,12 +16,12 @@
 
 namespace mlart::cuda {
 
-/// True only when MLART_SKINNY_GEMM=1 (read at every call, so a benchmark or a
-/// test can compare both paths in one process).
+/// True only when MLART_SKINNY_GEMM=1 (cuda/Knobs.h: read once; a benchmark
+/// or a test compares both paths in one process with setKnobOverride).
 bool skinnyGemmEnabled();
 /// MLART_SKINNY_VARIANT: a digit 0..kSkinnyVariants - 1 selecting the
 /// launch variant (skinnyVariant in SkinnyGemmPlan.h) for A/B runs; unset
-/// or anything else: 0. Read at every call.
+/// or anything else: 0.
 int skinnyGemmVariant();
 
 /// The problem of linear (x [T, K] @ W[N, K]^T) or of a per-head product

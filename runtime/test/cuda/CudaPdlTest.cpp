@@ -13,6 +13,7 @@
 //===----------------------------------------------------------------------===//
 #include "CudaTestUtil.h"
 
+#include "cuda/Knobs.h"
 #include "cuda/Launch.h"
 
 #include <cstdlib>
@@ -21,7 +22,6 @@
 namespace mlart::cudatest {
 namespace {
 
-using cuda::parsePdlKnob;
 using cuda::pdlEnabled;
 using cuda::setPdlOverrideForTesting;
 
@@ -31,14 +31,9 @@ struct PdlOverride {
   ~PdlOverride() { setPdlOverrideForTesting(std::nullopt); }
 };
 
-TEST(CudaPdl, KnobParsing) {
+// MLART_PDL's parsing is tested with the other knobs (KnobsTest.cpp).
+TEST(CudaPdl, KnobOverride) {
   // No GPU needed.
-  EXPECT_EQ(parsePdlKnob(nullptr), std::nullopt);
-  EXPECT_EQ(parsePdlKnob(""), std::nullopt);
-  EXPECT_EQ(parsePdlKnob("0"), std::optional<bool>(false));
-  EXPECT_EQ(parsePdlKnob("1"), std::optional<bool>(true));
-  for (const char *bad : {"2", "00", "0 ", " 1", "on", "off", "true", "-1"})
-    EXPECT_EQ(parsePdlKnob(bad), std::nullopt) << "'" << bad << "'";
   {
     PdlOverride off(false);
     EXPECT_FALSE(pdlEnabled());
@@ -49,7 +44,8 @@ TEST(CudaPdl, KnobParsing) {
   }
   // Back to the environment (default on).
   EXPECT_EQ(pdlEnabled(),
-            parsePdlKnob(std::getenv("MLART_PDL")).value_or(true));
+            cuda::parseKnob(cuda::Knob::Pdl, std::getenv("MLART_PDL")).value !=
+                0);
 }
 
 /// The state of the chain; B sequences decode one token each.

@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 #include "CudaTestUtil.h"
 
+#include "cuda/Knobs.h"
 #include "cuda/SkinnyGemm.h"
 
 #include <cuda_runtime.h>
@@ -22,18 +23,23 @@ namespace {
 
 const KernelLibrary &cpu() { return cpuKernelLibrary(); }
 
+/// Forces a knob (read once from the environment) for one scope.
+struct KnobScope {
+  KnobScope(cuda::Knob knob, int value) : knob(knob) {
+    cuda::setKnobOverride(knob, value);
+  }
+  ~KnobScope() { cuda::setKnobOverride(knob, std::nullopt); }
+  cuda::Knob knob;
+};
+
 /// MLART_SKINNY_GEMM for one scope.
-struct SkinnyEnv {
-  explicit SkinnyEnv(bool on) { setenv("MLART_SKINNY_GEMM", on ? "1" : "0", 1); }
-  ~SkinnyEnv() { unsetenv("MLART_SKINNY_GEMM"); }
+struct SkinnyEnv : KnobScope {
+  explicit SkinnyEnv(bool on) : KnobScope(cuda::Knob::SkinnyGemm, on) {}
 };
 
 /// MLART_SKINNY_VARIANT for one scope.
-struct VariantEnv {
-  explicit VariantEnv(int v) {
-    setenv("MLART_SKINNY_VARIANT", std::to_string(v).c_str(), 1);
-  }
-  ~VariantEnv() { unsetenv("MLART_SKINNY_VARIANT"); }
+struct VariantEnv : KnobScope {
+  explicit VariantEnv(int v) : KnobScope(cuda::Knob::SkinnyVariant, v) {}
 };
 
 Arr randomArr(CudaDevice *d, DType t, std::vector<int64_t> s, float lo = -1,

@@ -1,0 +1,131 @@
+//===- Knobs.cpp - The CUDA backend's environment knobs -------------------===//
+#include "cuda/Knobs.h"
+#include "cuda/SkinnyGemmPlan.h"
+
+#include <atomic>
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <iterator>
+
+namespace mlart::cuda {
+namespace {
+
+constexpr KnobChoice kOffOn[] = {{"0", 0}, {"1", 1}};
+constexpr KnobChoice kDecodeMany[] = {
+    {"0", 0}, {"1", 1}, {"2", 2}, {"3", 3},
+    {"4", 4}, {"5", 5}, {"6", 6}, {"force", kDecodeManyForce}};
+constexpr KnobChoice kPrefetchTiles[] = {
+    {"0", 0}, {"1", 1}, {"2", 2}, {"3", 3}, {"4", 4}, {"6", 6}, {"8", 8}};
+constexpr KnobChoice kManyVariant[] = {{"0", 0}, {"1", 1}, {"2", 2}};
+constexpr KnobChoice kSkinnyVariantChoices[] = {
+    {"0", 0}, {"1", 1}, {"2", 2}, {"3", 3}, {"4", 4}};
+static_assert(std::size(kSkinnyVariantChoices) == kSkinnyVariants,
+              "one MLART_SKINNY_VARIANT choice per variant");
+
+template <size_t N>
+constexpr KnobSpec spec(Knob k, const char *name, int def,
+                        const KnobChoice (&choices)[N]) {
+  return KnobSpec{k, name, def, choices, int(N)};
+}
+
+/// In Knob order; docs/cuda.md ("Environment knobs") mirrors it.
+constexpr KnobSpec kKnobs[kKnobCount] = {
+    spec(Knob::Pdl, "MLART_PDL", 1, kOffOn),
+    spec(Knob::DecodeCluster, "MLART_DECODE_CLUSTER", 1, kOffOn),
+    spec(Knob::DecodeVariant, "MLART_DECODE_VARIANT", 1, kOffOn),
+    spec(Knob::DecodeMany, "MLART_DECODE_MANY", 1, kDecodeMany),
+    spec(Knob::DecodeManyVariant, "MLART_DECODE_MANY_VARIANT", 1,
+         kManyVariant),
+    spec(Knob::SkinnyGemm, "MLART_SKINNY_GEMM", 0, kOffOn),
+    spec(Knob::SkinnyVariant, "MLART_SKINNY_VARIANT", 0,
+         kSkinnyVariantChoices),
+    spec(Knob::DecodePrefetch, "MLART_DECODE_PREFETCH", 2, kPrefetchTiles),
+};
+
+constexpr bool inKnobOrder() {
+  for (int i = 0; i < kKnobCount; ++i)
+    if (int(kKnobs[i].knob) != i)
+      return false;
+  return true;
+}
+static_assert(inKnobOrder(), "kKnobs must list the knobs in Knob order");
+
+constexpr int kNoOverride = INT_MIN;
+std::atomic<int> overrides[kKnobCount] = {
+    kNoOverride, kNoOverride, kNoOverride, kNoOverride,
+    kNoOverride, kNoOverride, kNoOverride, kNoOverride};
+
+const KnobValues &environmentKnobs() {
+  static const KnobValues values = [] {
+    std::string warnings;
+    KnobValues v = readKnobs(
+        [](const char *name) -> const char * { return std::getenv(name); },
+        &warnings);
+    if (!warnings.empty())
+      std::fputs(warnings.c_str(), stderr);
+    return v;
+  }();
+  return values;
+}
+
+} // namespace
+
+const KnobSpec &knobSpec(Knob knob) { return kKnobs[int(knob)]; }
+
+std::optional<Knob> knobByName(std::string_view name) {
+  for (const KnobSpec &s : kKnobs)
+    if (name == s.name)
+      return s.knob;
+  return std::nullopt;
+}
+
+std::string knobChoicesText(Knob knob) {
+  const KnobSpec &s = knobSpec(knob);
+  std::string text;
+  for (int i = 0; i < s.numChoices; ++i) {
+    if (i > 0)
+      text += i + 1 == s.numChoices ? " or " : ", ";
+    text += s.choices[i].text;
+  }
+  return text;
+}
+
+KnobParse parseKnob(Knob knob, const char *text) {
+  const KnobSpec &s = knobSpec(knob);
+  if (!text || !*text)
+    return {s.defaultValue, false};
+  for (int i = 0; i < s.numChoices; ++i)
+    if (std::strcmp(text, s.choices[i].text) == 0)
+      return {s.choices[i].value, false};
+  return {s.defaultValue, true};
+}
+
+KnobValues readKnobs(const char *(*lookup)(const char *name),
+                     std::string *warnings) {
+  KnobValues values{};
+  for (const KnobSpec &s : kKnobs) {
+    const char *text = lookup(s.name);
+    const KnobParse p = parseKnob(s.knob, text);
+    values[size_t(s.knob)] = p.value;
+    if (p.invalid && warnings)
+      *warnings += std::string("mlart: ignoring ") + s.name + "='" + text +
+                   "' (expected " + knobChoicesText(s.knob) +
+                   "); using the default " + std::to_string(s.defaultValue) +
+                   "\n";
+  }
+  return values;
+}
+
+int knobValue(Knob knob) {
+  const int o = overrides[int(knob)].load(std::memory_order_relaxed);
+  return o != kNoOverride ? o : environmentKnobs()[size_t(knob)];
+}
+
+void setKnobOverride(Knob knob, std::optional<int> value) {
+  overrides[int(knob)].store(value ? *value : kNoOverride,
+                             std::memory_order_relaxed);
+}
+
+} // namespace mlart::cuda
