@@ -25,7 +25,7 @@ LaunchConfig::LaunchConfig(const LaunchShape &shape, cudaStream_t stream,
   config_.stream = stream;
   config_.attrs = attrs_;
   config_.numAttrs = 0;
-  if (shape.clusterX > 1) {
+  if (shape.clusterX > 0) {
     cudaLaunchAttribute &cl = attrs_[config_.numAttrs++];
     cl.id = cudaLaunchAttributeClusterDimension;
     cl.val.clusterDim.x = shape.clusterX;

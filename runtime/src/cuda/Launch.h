@@ -39,17 +39,19 @@ bool pdlEnabled();
 /// back to MLART_PDL. Launches already captured in a graph keep theirs.
 void setPdlOverrideForTesting(std::optional<bool> on);
 
-/// The geometry of one launch. clusterX > 1 groups that many consecutive
-/// CTAs along x into a thread-block cluster (grid.x must be a multiple).
+/// The geometry of one launch. clusterX > 0 groups that many consecutive
+/// CTAs along x into a thread-block cluster (grid.x must be a multiple);
+/// 0 sets no cluster attribute. A cluster of 1 is not the same as none for
+/// cudaOccupancyMaxActiveClusters, which answers 0 without the attribute.
 struct LaunchShape {
   dim3 grid;
   dim3 block;
   size_t smemBytes = 0;
-  unsigned clusterX = 1;
+  unsigned clusterX = 0;
 };
 
 /// The cudaLaunchConfig_t of one launch and the attributes it points to:
-/// the cluster shape when clusterX > 1, programmatic stream serialisation
+/// the cluster shape when clusterX > 0, programmatic stream serialisation
 /// when `pdl`. Not copyable: the config points into the object.
 class LaunchConfig {
 public:
