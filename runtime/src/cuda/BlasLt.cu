@@ -318,7 +318,7 @@ Status BlasLt::linear(cudaStream_t stream, const LinearArgs &a) {
                    N,
                    T,
                    K,
-                   a.weight.strides[0],
+                   leading(a.weight, K),
                    leading(a.x, K),
                    leading(a.out, N),
                    withAddend ? leading(a.addend, N) : 0,
