@@ -3,6 +3,8 @@
 // Order and why:
 //  1. extract: split monolithic attention; every later pass sees the update.
 //  2. canonicalize + cse: merge duplicated pure producers (ropes, slices).
+//  2b. fuse-linear-addend: residual adds into the GEMM epilogue (touches
+//     no cache op; after CSE so duplicated adds are merged first).
 //  3. eliminate: dummy runs, empty and redundant writes go before fusion so
 //     nothing fuses a write that would be deleted.
 //  4. fuse-quant before fuse-rope: rope -> quantize -> update composes into a
@@ -56,6 +58,8 @@ void buildPipeline(OpPassManager &pm, const PipelineOptions &options,
   pm.addPass(createMLAExtractKVUpdate());
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
+  if (options.fuseLinearAddend)
+    pm.addPass(createMLAFuseLinearAddend());
   if (options.eliminate)
     pm.addPass(createMLAEliminateKVUpdates());
   if (options.fuseQuant)

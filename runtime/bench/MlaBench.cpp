@@ -278,6 +278,67 @@ void benchStepGemms(const KernelLibrary &k, std::mt19937 &rng) {
   mlart::cuda::setKnobOverride(mlart::cuda::Knob::SkinnyVariant, std::nullopt);
 }
 
+/// o_proj + residual at B = 64 (DeepSeek-V2-Lite: 2048 -> 2048): the
+/// unfused pair (linear through cublasGemmEx, then the add kernel) against
+/// the fused linear with an addend (cuBLASLt epilogue), plain and with
+/// MLART_GEMM_AUTOTUNE, and the plain linear through cuBLASLt
+/// (MLART_GEMM_LT=1). Cold weights as in benchStepGemms.
+void benchResidualGemm(const KernelLibrary &k, std::mt19937 &rng) {
+  const int64_t B = 64, N = 2048, K = 2048;
+  const double kColdBytes = 128.0 * (1 << 20);
+  std::vector<Buffer> keep;
+  keep.push_back(randomBf16(size_t(B * K), rng));
+  TensorRef x = ten(keep.back().data(), DType::BF16, {B, K});
+  keep.push_back(randomBf16(size_t(B * N), rng));
+  TensorRef r = ten(keep.back().data(), DType::BF16, {B, N});
+  keep.push_back(alloc(size_t(B * N) * 2));
+  TensorRef tmp = ten(keep.back().data(), DType::BF16, {B, N});
+  keep.push_back(alloc(size_t(B * N) * 2));
+  TensorRef out = ten(keep.back().data(), DType::BF16, {B, N});
+  std::vector<TensorRef> ws;
+  const int copies = std::max(1, int(std::ceil(kColdBytes / (2.0 * N * K))));
+  for (int i = 0; i < copies; ++i) {
+    keep.push_back(randomBf16(size_t(N * K), rng));
+    ws.push_back(ten(keep.back().data(), DType::BF16, {N, K}));
+  }
+  size_t next = 0;
+  auto weight = [&] {
+    const TensorRef w = ws[next];
+    next = (next + 1) % ws.size();
+    return w;
+  };
+  struct Variant {
+    const char *name, *lt, *tune;
+    bool fused;
+  };
+  for (Variant v : {Variant{"linear+add [cublas]", "0", "0", false},
+                    Variant{"linear+add [lt]", "1", "0", false},
+                    Variant{"linear addend [lt]", "0", "0", true},
+                    Variant{"linear addend [lt tuned]", "0", "1", true}}) {
+    setenv("MLART_GEMM_LT", v.lt, 1);
+    setenv("MLART_GEMM_AUTOTUNE", v.tune, 1);
+    auto fn = [&] {
+      if (v.fused) {
+        LinearArgs a{x, weight(), out, r};
+        CHECK(k.linear(a, gStream));
+      } else {
+        CHECK(k.linear({x, weight(), tmp}, gStream));
+        CHECK(k.add({r, tmp, out}, gStream));
+      }
+    };
+    for (size_t i = 0; i < ws.size(); ++i) // plans, autotune, workspace
+      fn();
+    double ms = graphMs(fn);
+    const double call = timeMs(fn);
+    if (std::isnan(ms))
+      ms = call;
+    add(std::string("o_proj+residual ") + v.name, "64x2048->2048", ms,
+        double(N * K) * 2, 2.0 * double(B) * N * K, call);
+  }
+  unsetenv("MLART_GEMM_LT");
+  unsetenv("MLART_GEMM_AUTOTUNE");
+}
+
 /// Generated (docs/codegen.md) vs library cache-write kernels, side by side,
 /// when MLART_CODEGEN_ARTIFACT names the fixture artifact
 /// (runtime/test/cuda/Inputs/codegen-kernels.mlir compiled by mla-opt +
@@ -491,6 +552,7 @@ int main(int argc, char **argv) {
   }
   if (gemmOnly) {
     benchStepGemms(k, rng);
+    benchResidualGemm(k, rng);
     writeJson(jsonPath, dev->deviceName());
     return 0;
   }

@@ -125,9 +125,12 @@ constexpr OperandSpec kQuantize[] = {{"x", kRAny, kFloat, false, false},
 constexpr OperandSpec kRmsNorm[] = {{"x", kR2, kFloat, false, false},
                                     {"weight", kR1, kFloat, false, false},
                                     {"out", kR2, kFloat, false, true}};
+// The addend slot came after the format's first Linear: an artifact without
+// it holds kNoIndex there, i.e. no addend.
 constexpr OperandSpec kLinear[] = {{"x", kR2, kFloat, false, false},
                                    {"weight", kR2, kFloat, false, false},
-                                   {"out", kR2, kFloat, false, true}};
+                                   {"out", kR2, kFloat, false, true},
+                                   {"addend", kR2, kFloat, true, false}};
 constexpr OperandSpec kAdd[] = {{"a", kR2, kFloat, false, false},
                                 {"b", kR2, kFloat, false, false},
                                 {"out", kR2, kFloat, false, true}};
@@ -866,6 +869,17 @@ private:
         same = a.sizes[d] == b.sizes[d];
       if (!same)
         return invalid(what + ": operands 'q_pe_in' and 'q_pe' differ in "
+                              "shape or dtype");
+    }
+    if (inst.opcode == Opcode::Linear && inst.operands[3] != kNoIndex) {
+      // The addend is summed into out before rounding: out's shape and dtype.
+      const ViewDecl &a = a_.views_[inst.operands[3]];
+      const ViewDecl &b = a_.views_[inst.operands[2]];
+      bool same = a.rank == b.rank && a.dtype == b.dtype;
+      for (int d = 0; same && d < a.rank; ++d)
+        same = a.sizes[d] == b.sizes[d];
+      if (!same)
+        return invalid(what + ": operands 'addend' and 'out' differ in "
                               "shape or dtype");
     }
     if (hasFloat) {

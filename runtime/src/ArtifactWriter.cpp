@@ -296,6 +296,10 @@ uint32_t ArtifactWriter::linear(uint32_t x, uint32_t weight, uint32_t out,
                                 const std::string &loc) {
   return addInstruction(make(Opcode::Linear, {x, weight, out}, loc));
 }
+uint32_t ArtifactWriter::linear(uint32_t x, uint32_t weight, uint32_t out,
+                                uint32_t addend, const std::string &loc) {
+  return addInstruction(make(Opcode::Linear, {x, weight, out, addend}, loc));
+}
 uint32_t ArtifactWriter::add(uint32_t a, uint32_t b, uint32_t out,
                              const std::string &loc) {
   return addInstruction(make(Opcode::Add, {a, b, out}, loc));

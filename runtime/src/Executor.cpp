@@ -174,7 +174,7 @@ Status Executor::runInstruction(const Instruction &inst, StreamHandle stream) {
   case Opcode::RmsNorm:
     return k.rmsNorm({op(0), op(1), inst.floatAttr, op(2)}, stream);
   case Opcode::Linear:
-    return k.linear({op(0), op(1), op(2)}, stream);
+    return k.linear({op(0), op(1), op(2), op(3)}, stream);
   case Opcode::Add:
     return k.add({op(0), op(1), op(2)}, stream);
   }

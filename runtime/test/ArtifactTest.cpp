@@ -839,6 +839,74 @@ TEST(Artifact, RopeCacheUpdateQPeSource) {
   }
 }
 
+TEST(Artifact, LinearAddendSlot) {
+  // Views of the small program: 0 x[2,12] bf16, 1 tmp[2,12] bf16 (arena),
+  // 2 w[12], 6 out[2,12] bf16. A [12, 12] weight view over the arena.
+  auto withLinear = [](uint32_t addend, ArtifactWriter &w) {
+    const int64_t off = w.allocateArena(12 * 12 * 2);
+    const uint32_t wt = w.arenaView(off, DType::BF16, {12, 12});
+    if (addend == kNoIndex)
+      w.linear(0, wt, 1, "proj");
+    else
+      w.linear(0, wt, 1, addend, "proj");
+  };
+  // Without the slot (an artifact written before it existed holds kNoIndex
+  // there) and with it: both load, and the slot is kept.
+  for (uint32_t addend : {kNoIndex, 6u}) {
+    ArtifactWriter w = smallProgram();
+    withLinear(addend, w);
+    StatusOr<std::vector<uint8_t>> b = w.finish();
+    ASSERT_TRUE(b.ok()) << b.status().toString();
+    StatusOr<Artifact> a = Artifact::load(b->data(), b->size());
+    ASSERT_TRUE(a.ok()) << a.status().toString();
+    const Instruction &inst = a->instructions().back();
+    EXPECT_EQ(inst.opcode, Opcode::Linear);
+    EXPECT_EQ(inst.operands[2], 1u);
+    EXPECT_EQ(inst.operands[3], addend);
+    EXPECT_EQ(inst.operands[4], kNoIndex);
+  }
+  {
+    // Wrong shape: [2, 8] against out [2, 12].
+    ArtifactWriter w = smallProgram();
+    const uint32_t r = w.arenaView(0, DType::BF16, {2, 8});
+    withLinear(r, w);
+    expectInvalid(w, "operands 'addend' and 'out' differ in shape or dtype");
+  }
+  {
+    // Wrong dtype: f32 against bf16 out.
+    ArtifactWriter w = smallProgram();
+    w.allocateArena(2 * 12 * 4);
+    const uint32_t r = w.arenaView(0, DType::F32, {2, 12});
+    withLinear(r, w);
+    expectInvalid(w, "operands 'addend' and 'out' differ in shape or dtype");
+  }
+  {
+    // Wrong rank and a non-float dtype fail the operand spec.
+    ArtifactWriter w = smallProgram();
+    const uint32_t r = w.arenaView(0, DType::BF16, {24});
+    withLinear(r, w);
+    expectInvalid(w, "operand 'addend' has rank 1");
+  }
+  {
+    ArtifactWriter w = smallProgram();
+    const uint32_t r = w.bufferView(2, 0, DType::I64, {2, 1}, {1, 1});
+    withLinear(r, w);
+    expectInvalid(w, "operand 'addend' has dtype i64");
+  }
+  {
+    // Past the addend, slots stay empty.
+    ArtifactWriter w = smallProgram();
+    const int64_t off = w.allocateArena(12 * 12 * 2);
+    const uint32_t wt = w.arenaView(off, DType::BF16, {12, 12});
+    Instruction inst;
+    inst.opcode = Opcode::Linear;
+    inst.operands = {0, wt, 1, 6, 6, kNoIndex, kNoIndex, kNoIndex, kNoIndex,
+                     kNoIndex};
+    w.addInstruction(inst);
+    expectInvalid(w, "operand slot 4 must be empty");
+  }
+}
+
 TEST(Artifact, RejectsBadNamesAndCaches) {
   {
     ArtifactWriter w = smallProgram();

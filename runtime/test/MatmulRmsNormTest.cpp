@@ -214,6 +214,111 @@ TEST(Linear, RejectsMismatchedShapesWithoutWriting) {
   EXPECT_EQ(out.bytes(), before);
 }
 
+/// LinearArgs with an addend.
+LinearArgs linearWith(HostTensor &x, HostTensor &w, HostTensor &out,
+                      HostTensor &addend) {
+  LinearArgs a;
+  a.x = x.ref();
+  a.weight = w.ref();
+  a.out = out.ref();
+  a.addend = addend.ref();
+  return a;
+}
+
+// out = x @ W^T + addend, against float64, at tile edges; the addend is only
+// read.
+TEST(Linear, AddendMatchesFloat64) {
+  struct Case {
+    int64_t T, K, N;
+    DType x, out;
+  };
+  for (Case c : {Case{37, 300, 130, DType::BF16, DType::BF16},
+                 Case{1, 576, 64, DType::F32, DType::F32},
+                 Case{7, 2048, 65, DType::BF16, DType::F16},
+                 Case{64, 256, 200, DType::BF16, DType::BF16}}) {
+    SCOPED_TRACE(std::to_string(c.T) + "x" + std::to_string(c.K) + "x" +
+                 std::to_string(c.N));
+    std::mt19937 rng(uint32_t(71 + c.T));
+    HostTensor x(c.x, {c.T, c.K}), w(c.x, {c.N, c.K}), out(c.out, {c.T, c.N});
+    HostTensor r(c.out, {c.T, c.N});
+    x.fillUniform(rng);
+    w.fillUniform(rng);
+    r.fillUniform(rng, -4.0, 4.0);
+    out.poison();
+    const std::vector<uint8_t> addendBefore = r.bytes();
+    ASSERT_TRUE(cpu::linear(linearWith(x, w, out, r)).ok());
+    std::vector<double> ref = refLinear(x, w, c.T, c.K, c.N);
+    const std::vector<double> rv = r.values();
+    for (size_t i = 0; i < ref.size(); ++i)
+      ref[i] += rv[i];
+    expectNear(out.values(), ref, sumTolerance(c.K), relTolerance(c.out),
+               "out");
+    EXPECT_EQ(r.bytes(), addendBefore);
+  }
+}
+
+// The sum is rounded once: x @ W^T = 1 + 2^-8 is a bf16 tie that rounds to 1
+// on its own, so adding 2^-8 after rounding would give 1 again; one rounding
+// of the float sum gives 1 + 2^-7.
+TEST(Linear, AddendIsRoundedOnceWithTheProduct) {
+  HostTensor x(DType::F32, {1, 1}), w(DType::F32, {1, 1});
+  HostTensor out(DType::BF16, {1, 1}), r(DType::BF16, {1, 1});
+  x.set(0, 1.0);
+  w.set(0, 1.0 + std::ldexp(1.0, -8));
+  r.set(0, std::ldexp(1.0, -8));
+  out.poison();
+  ASSERT_TRUE(cpu::linear(linearWith(x, w, out, r)).ok());
+  EXPECT_EQ(out.get(0), 1.0 + std::ldexp(1.0, -7));
+  // Without the addend the product alone rounds to 1.
+  ASSERT_TRUE(cpu::linear({x.ref(), w.ref(), out.ref()}).ok());
+  EXPECT_EQ(out.get(0), 1.0);
+}
+
+// The addend may be out itself (the same view): each element is read before
+// it is written, so the result equals the out-of-place one bit for bit.
+TEST(Linear, AddendInPlaceEqualsOutOfPlace) {
+  std::mt19937 rng(91);
+  HostTensor x(DType::BF16, {20, 96}), w(DType::BF16, {70, 96});
+  HostTensor r(DType::BF16, {20, 70}), out(DType::BF16, {20, 70});
+  x.fillUniform(rng);
+  w.fillUniform(rng);
+  r.fillUniform(rng);
+  out.poison();
+  ASSERT_TRUE(cpu::linear(linearWith(x, w, out, r)).ok());
+  ASSERT_TRUE(cpu::linear(linearWith(x, w, r, r)).ok());
+  EXPECT_EQ(r.bytes(), out.bytes());
+}
+
+TEST(Linear, RejectsBadAddendWithoutWriting) {
+  HostTensor x(DType::BF16, {4, 32}), w(DType::BF16, {8, 32});
+  HostTensor out(DType::BF16, {4, 8});
+  out.poison();
+  const std::vector<uint8_t> before = out.bytes();
+  HostTensor wrongType(DType::F32, {4, 8}), wrongRows(DType::BF16, {5, 8}),
+      wrongCols(DType::BF16, {4, 9}), rank1(DType::BF16, {32}),
+      ints(DType::I32, {4, 8});
+  for (HostTensor *bad : {&wrongType, &wrongRows, &wrongCols, &rank1, &ints})
+    EXPECT_EQ(cpu::linear(linearWith(x, w, out, *bad)).code(),
+              StatusCode::InvalidArgument);
+  // A view of out shifted by one row overlaps it without being it.
+  HostTensor big(DType::BF16, {5, 8});
+  big.poison();
+  LinearArgs shifted;
+  shifted.x = x.ref();
+  shifted.weight = w.ref();
+  shifted.out = big.ref();
+  shifted.out.sizes[0] = 4;
+  shifted.addend = shifted.out;
+  shifted.addend.data = static_cast<uint8_t *>(shifted.out.data) + 8 * 2;
+  const std::vector<uint8_t> bigBefore = big.bytes();
+  Status s = cpu::linear(shifted);
+  EXPECT_EQ(s.code(), StatusCode::InvalidArgument);
+  EXPECT_NE(s.message().find("partially overlaps"), std::string::npos)
+      << s.message();
+  EXPECT_EQ(out.bytes(), before);
+  EXPECT_EQ(big.bytes(), bigBefore);
+}
+
 TEST(RmsNorm, MatchesFloat64ForEachDType) {
   const int64_t T = 6;
   for (int64_t D : {512, 1000}) {

@@ -6,6 +6,7 @@
 // RUN: mla-opt %mla_src_root/examples/deepseek-v2-lite-decode-layer.mlir -mla-decode-pipeline='target=cuda-sm90 fuse-into-attention=true fuse-rope=false' | FileCheck %s --check-prefix=CUDA
 // RUN: mla-opt %mla_src_root/examples/deepseek-v2-lite-decode-layer.mlir -mla-decode-pipeline='fuse-into-attention=true fuse-rope=false' | FileCheck %s --check-prefix=CPUNOFUSE
 // RUN: mla-opt %mla_src_root/examples/deepseek-v2-lite-decode-layer.mlir -mla-decode-pipeline='fuse-rope=false lift-q-prep=false schedule=none' | FileCheck %s --check-prefix=MIN
+// RUN: mla-opt %mla_src_root/examples/deepseek-v2-lite-decode-2layers.mlir -mla-decode-pipeline='fuse-linear-addend=false' | FileCheck %s --check-prefix=NOADDEND
 // RUN: not mla-opt %mla_src_root/examples/deepseek-v2-lite-decode-layer.mlir -mla-decode-pipeline='target=tpu' 2>&1 | FileCheck %s --check-prefix=BADTARGET
 // RUN: not mla-opt %mla_src_root/examples/deepseek-v2-lite-decode-layer.mlir -mla-decode-pipeline='schedule=sideways' 2>&1 | FileCheck %s --check-prefix=BADSCHEDULE
 
@@ -36,17 +37,32 @@
 
 // Two layers: each layer's fused write goes to its own cache, each attention
 // reads its own cache after that write, and layer 2 consumes layer 1's sum.
+// Each residual add is folded into its o_proj linear (the add had the
+// residual on the left, the product on the right).
 // TWO-LABEL: func.func @decode_step
 // TWO-NOT: mla.attention
 // TWO: mla.rope_kv_cache_update gptj %{{.*}} into %[[C0:arg6]] positions
 // TWO: mla.decode_attention %{{.*}}, %[[C0]][
-// TWO: %[[SUM0:.*]] = arith.addf %arg0, %{{.*}}
+// TWO: %[[F0:.*]] = tensor.collapse_shape
+// TWO-NEXT: %[[SUM0:.*]] = mla.linear %[[F0]], %arg13 addend(%arg0 : tensor<8x2048xbf16>) : tensor<8x2048xbf16>, tensor<2048x2048xbf16> -> tensor<8x2048xbf16>
 // TWO-NEXT: %{{.*}} = mla.rms_norm %[[SUM0]]
 // TWO: mla.rope_kv_cache_update gptj %{{.*}} into %[[C1:arg14]] positions
 // TWO: mla.decode_attention %{{.*}}, %[[C1]][
-// TWO: %[[SUM1:.*]] = arith.addf %[[SUM0]], %{{.*}}
+// TWO: %[[F1:.*]] = tensor.collapse_shape
+// TWO-NEXT: %[[SUM1:.*]] = mla.linear %[[F1]], %arg21 addend(%[[SUM0]] : tensor<8x2048xbf16>)
 // TWO-NEXT: return %[[SUM1]]
 // TWO-NOT: mla.rope gptj
+// TWO-NOT: arith.addf
+
+// With the fusion off, the adds stay and the linears have no addend.
+// NOADDEND-LABEL: func.func @decode_step
+// NOADDEND-NOT: addend(
+// NOADDEND: %[[O0:.*]] = mla.linear %{{.*}}, %arg13 : tensor<8x2048xbf16>, tensor<2048x2048xbf16> -> tensor<8x2048xbf16>
+// NOADDEND-NEXT: %[[SUM0:.*]] = arith.addf %arg0, %[[O0]]
+// NOADDEND-NOT: addend(
+// NOADDEND: %[[O1:.*]] = mla.linear %{{.*}}, %arg21 :
+// NOADDEND-NEXT: arith.addf %[[SUM0]], %[[O1]]
+// NOADDEND-NOT: addend(
 
 // CUDA target with the attention fusion: one op writes the rows and attends.
 // CUDA-LABEL: func.func @decode_layer

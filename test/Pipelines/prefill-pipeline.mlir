@@ -13,3 +13,9 @@
 // CHECK-NEXT: %[[O:.*]] = mla.prefill_attention %[[Q]], %[[K]], %[[V]], %[[QSL]] context(%[[CACHE]][%[[BT]], %[[SL]]], %arg12, %arg13
 // CHECK-NOT: mla.attention
 // CHECK-NOT: mla.q_absorb
+
+// The residual add is the o_proj linear's addend.
+// CHECK: %[[F:.*]] = tensor.collapse_shape %[[O]]
+// CHECK-NEXT: %[[OUT:.*]] = mla.linear %[[F]], %{{.*}} addend(%arg0 : tensor<24x2048xbf16>)
+// CHECK-NEXT: return %[[OUT]]
+// CHECK-NOT: arith.addf

@@ -329,6 +329,20 @@ LogicalResult LinearOp::verify() {
       failed(check.dim(r, "result", 1, ShapeChecker::size(w, 0),
                        "output features of 'weight'")))
     return failure();
+  // The addend is added in the epilogue before the one rounding to the
+  // result type, so it must be exactly a result-shaped value.
+  if (Value addend = getAddend()) {
+    if (elementTypeOf(addend) != elementTypeOf(r))
+      return emitOpError() << "expected 'addend' to have the result's element "
+                              "type "
+                           << elementTypeOf(r) << ", got "
+                           << elementTypeOf(addend);
+    if (failed(check.dim(addend, "addend", 0, ShapeChecker::size(r, 0),
+                         "tokens of the result")) ||
+        failed(check.dim(addend, "addend", 1, ShapeChecker::size(r, 1),
+                         "output features of the result")))
+      return failure();
+  }
   return success();
 }
 

@@ -139,17 +139,35 @@ def MLA_DecompressKVOp : MLA_Op<"decompress_kv", [Pure]> {
 }
 
 def MLA_LinearOp : MLA_Op<"linear", [Pure]> {
-  let summary = "dense projection: x @ weight^T";
+  let summary = "dense projection: x @ weight^T, optionally + addend";
   let description = [{
     `result [T, N] = input [T, K] @ weight^T` with `weight` `[N, K]` (the
     PyTorch `Linear` layout of checkpoints). Accumulates in f32.
+
+    With `addend(%r)` (`[T, N]`, the result's type) the op computes
+    `input @ weight^T + r` and rounds once to the result type: the residual
+    connection in the GEMM's epilogue (`mla-fuse-linear-addend`). The addend
+    is only read; the result is a new value.
+
+    ```mlir
+    %h = mla.linear %attn, %w_o addend(%hidden : tensor<64x2048xbf16>)
+        : tensor<64x2048xbf16>, tensor<2048x2048xbf16> -> tensor<64x2048xbf16>
+    ```
   }];
   let arguments = (ins 2DTensorOf<[BF16, F16, F32]>:$input,
-                       2DTensorOf<[BF16, F16, F32]>:$weight);
+                       2DTensorOf<[BF16, F16, F32]>:$weight,
+                       Optional<2DTensorOf<[BF16, F16, F32]>>:$addend);
   let results = (outs 2DTensorOf<[BF16, F16, F32]>:$result);
   let assemblyFormat = [{
-    $input `,` $weight attr-dict `:` type($input) `,` type($weight) `->` type($result)
+    $input `,` $weight (`addend` `(` $addend^ `:` type($addend) `)`)? attr-dict
+    `:` type($input) `,` type($weight) `->` type($result)
   }];
+  let builders = [
+    OpBuilder<(ins "::mlir::Type":$result, "::mlir::Value":$input,
+                   "::mlir::Value":$weight), [{
+      build($_builder, $_state, result, input, weight, ::mlir::Value());
+    }]>
+  ];
   let hasVerifier = 1;
 }
 

@@ -295,6 +295,38 @@ def MLALiftQPrep : Pass<"mla-lift-q-prep"> {
   ];
 }
 
+def MLAFuseLinearAddend : Pass<"mla-fuse-linear-addend"> {
+  let summary = "Fold a residual add into the preceding linear's epilogue";
+  let description = [{
+    `arith.addf(mla.linear(x, w), r)` (either operand order) becomes
+    `mla.linear x, w addend(r)`: one GEMM whose epilogue adds `r`
+    (cuBLASLt's `D = A B + C` on CUDA) instead of a GEMM and a separate
+    add kernel.
+
+    ```mlir
+    %y = mla.linear %x, %w : tensor<64x2048xbf16>, tensor<2048x2048xbf16> -> tensor<64x2048xbf16>
+    %h = arith.addf %y, %r : tensor<64x2048xbf16>
+    // becomes
+    %h = mla.linear %x, %w addend(%r : tensor<64x2048xbf16>)
+        : tensor<64x2048xbf16>, tensor<2048x2048xbf16> -> tensor<64x2048xbf16>
+    ```
+
+    The fused op replaces the add, at the add's position (so `r` may be
+    defined after the linear), with the linear's location. It applies only
+    when the linear result has no other use (otherwise the product must be
+    materialised anyway), the linear has no addend yet, and the add is in the
+    linear's block (a GEMM is never moved into a loop body or a branch).
+
+    Rounding: the sum is rounded once to the result type instead of twice
+    (product, then sum), like a contraction; the difference is within the
+    step check's tolerance (docs/lowering.md).
+  }];
+  let dependentDialects = ["::mlir::mla::MLADialect"];
+  let statistics = [
+    Statistic<"numFused", "fused", "Number of adds folded into a linear">
+  ];
+}
+
 def MLAScheduleKVUpdates : Pass<"mla-schedule-kv-updates"> {
   let summary = "Move cache updates as early or as late as their effects allow";
   let description = [{

@@ -47,6 +47,11 @@ struct PipelineOptions : public PassPipelineOptions<PipelineOptions> {
                          llvm::cl::desc("Make decode query preparation "
                                         "explicit (decode only)"),
                          llvm::cl::init(true)};
+  Option<bool> fuseLinearAddend{
+      *this, "fuse-linear-addend",
+      llvm::cl::desc("Fold residual adds into the preceding linear's "
+                     "epilogue"),
+      llvm::cl::init(true)};
   Option<bool> fuseIntoAttention{
       *this, "fuse-into-attention",
       llvm::cl::desc("Fold updates into the attention that reads them, where "

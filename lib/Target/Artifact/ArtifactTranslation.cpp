@@ -637,12 +637,21 @@ LogicalResult Translator::translate(Operation *op) {
         return success();
       })
       .Case([&](LinearOp linear) -> LogicalResult {
-        auto in = operands({linear.getInput(), linear.getWeight()});
+        SmallVector<Value> values = {linear.getInput(), linear.getWeight()};
+        if (Value addend = linear.getAddend())
+          values.push_back(addend);
+        auto in = operands(values);
         auto out = resultView(linear.getResult());
         if (failed(in) || failed(out))
           return failure();
-        addInst({(*in)[0], (*in)[1], *out}, [this, loc](ArrayRef<uint32_t> v) {
-          writer.linear(v[0], v[1], v[2], loc);
+        SmallVector<unsigned> slots = {(*in)[0], (*in)[1], *out};
+        if (linear.getAddend())
+          slots.push_back((*in)[2]);
+        addInst(slots, [this, loc](ArrayRef<uint32_t> v) {
+          if (v.size() == 4)
+            writer.linear(v[0], v[1], v[2], v[3], loc);
+          else
+            writer.linear(v[0], v[1], v[2], loc);
         });
         return success();
       })

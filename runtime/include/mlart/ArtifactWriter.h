@@ -120,6 +120,9 @@ public:
                    const std::string &loc = {});
   uint32_t linear(uint32_t x, uint32_t weight, uint32_t out,
                   const std::string &loc = {});
+  /// out = x @ weight^T + addend (addend: out's shape and dtype).
+  uint32_t linear(uint32_t x, uint32_t weight, uint32_t out, uint32_t addend,
+                  const std::string &loc = {});
   uint32_t add(uint32_t a, uint32_t b, uint32_t out,
                const std::string &loc = {});
 

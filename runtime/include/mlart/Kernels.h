@@ -164,11 +164,15 @@ struct RmsNormArgs {
   TensorRef out;
 };
 
-/// out [T, N] = x [T, K] @ weight^T, weight [N, K] (PyTorch Linear layout).
+/// out [T, N] = x [T, K] @ weight^T (+ addend), weight [N, K] (PyTorch
+/// Linear layout). The optional addend [T, N] has out's dtype and is added
+/// before the one rounding to out's dtype (the residual in the GEMM
+/// epilogue); it is only read and must not overlap out.
 struct LinearArgs {
   TensorRef x;
   TensorRef weight;
   TensorRef out;
+  TensorRef addend;
 };
 
 /// out = a + b elementwise; a, b, out [T, D] (the residual connection).

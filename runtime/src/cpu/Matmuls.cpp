@@ -1,11 +1,13 @@
 //===- Matmuls.cpp - qAbsorb, vUp and Linear on the CPU ------------------===//
 //
 // All three are float-accumulated matrix products over bf16/f16/f32 storage,
-// rounded once on store. Operand tiles are converted to float once and reused
-// across a block of rows so the inner loops run over contiguous floats.
+// rounded once on store (Linear adds its optional addend before that).
+// Operand tiles are converted to float once and reused across a block of rows
+// so the inner loops run over contiguous floats.
 //
 //===----------------------------------------------------------------------===//
 #include "cpu/CpuKernels.h"
+#include "cpu/LinearCheck.h"
 #include "cpu/TensorAccess.h"
 
 #include <algorithm>
@@ -73,18 +75,15 @@ Status vUp(const VUpArgs &args) {
 }
 
 Status linear(const LinearArgs &args) {
-  MLART_RETURN_IF_ERROR(checkFloatTensor(args.x, "x", 2));
-  MLART_RETURN_IF_ERROR(checkFloatTensor(args.weight, "weight", 2));
-  MLART_RETURN_IF_ERROR(checkFloatTensor(args.out, "out", 2));
+  MLART_RETURN_IF_ERROR(validateLinear(args));
   const int64_t tokens = args.x.sizes[0], k = args.x.sizes[1];
   const int64_t n = args.weight.sizes[0];
-  MLART_RETURN_IF_ERROR(checkDim(args.weight, "weight", 1, k));
-  MLART_RETURN_IF_ERROR(checkDim(args.out, "out", 0, tokens));
-  MLART_RETURN_IF_ERROR(checkDim(args.out, "out", 1, n));
+  const bool withAddend = args.addend.present();
 
   std::vector<float> xTile(static_cast<size_t>(kTokenTile * k));
   std::vector<float> wTile(static_cast<size_t>(kOutputTile * k));
   std::vector<float> outTile(static_cast<size_t>(kTokenTile * kOutputTile));
+  std::vector<float> addendRow(static_cast<size_t>(kOutputTile));
   for (int64_t t0 = 0; t0 < tokens; t0 += kTokenTile) {
     const int64_t tn = std::min(kTokenTile, tokens - t0);
     for (int64_t t = 0; t < tn; ++t)
@@ -98,9 +97,17 @@ Status linear(const LinearArgs &args) {
         for (int64_t j = 0; j < nn; ++j)
           outTile[t * nn + j] =
               dot(xTile.data() + t * k, wTile.data() + j * k, k);
-      for (int64_t t = 0; t < tn; ++t)
-        storeRow(args.out, args.out.offset({t0 + t, n0}), nn,
-                 outTile.data() + t * nn);
+      for (int64_t t = 0; t < tn; ++t) {
+        float *row = outTile.data() + t * nn;
+        // The residual joins the float sum: one rounding on store.
+        if (withAddend) {
+          loadRow(args.addend, args.addend.offset({t0 + t, n0}), nn,
+                  addendRow.data());
+          for (int64_t j = 0; j < nn; ++j)
+            row[j] += addendRow[j];
+        }
+        storeRow(args.out, args.out.offset({t0 + t, n0}), nn, row);
+      }
     }
   }
   return Status::success();

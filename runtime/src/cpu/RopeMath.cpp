@@ -71,8 +71,6 @@ bool sameView(const TensorRef &a, const TensorRef &b) {
   return true;
 }
 
-namespace {
-/// Bytes [first, last) that `t` may touch; empty for an empty tensor.
 std::pair<uintptr_t, uintptr_t> byteRange(const TensorRef &t) {
   const int64_t es = int64_t(dtypeSize(t.dtype));
   int64_t lo = 0, hi = 0;
@@ -85,7 +83,6 @@ std::pair<uintptr_t, uintptr_t> byteRange(const TensorRef &t) {
   const uintptr_t base = reinterpret_cast<uintptr_t>(t.data);
   return {base + uintptr_t(lo * es), base + uintptr_t((hi + 1) * es)};
 }
-} // namespace
 
 Status checkRopeSource(const TensorRef &qPe, const TensorRef &qPeIn) {
   if (!qPeIn.present())

@@ -1,7 +1,9 @@
-//===- Blas.cu - qAbsorb, vUp and linear: skinny kernel or cuBLAS ---------===//
+//===- Blas.cu - qAbsorb, vUp and linear: skinny kernel, cuBLAS(Lt) -------===//
 #include "cuda/Blas.h"
+#include "cuda/BlasLt.h"
 #include "cuda/CudaCommon.h"
 #include "cuda/SkinnyGemm.h"
+#include "cpu/LinearCheck.h"
 #include "cpu/TensorAccess.h"
 
 #include <algorithm>
@@ -174,18 +176,17 @@ Status vUp(CudaContext &ctx, const VUpArgs &a, cudaStream_t s) {
 }
 
 Status linear(CudaContext &ctx, const LinearArgs &a, cudaStream_t s) {
-  using namespace mlart::cpu;
-  MLART_RETURN_IF_ERROR(checkFloatTensor(a.x, "x", 2));
-  MLART_RETURN_IF_ERROR(checkFloatTensor(a.weight, "weight", 2));
-  MLART_RETURN_IF_ERROR(checkFloatTensor(a.out, "out", 2));
+  MLART_RETURN_IF_ERROR(cpu::validateLinear(a));
   const int64_t T = a.x.sizes[0], K = a.x.sizes[1], N = a.weight.sizes[0];
-  MLART_RETURN_IF_ERROR(checkDim(a.weight, "weight", 1, K));
-  MLART_RETURN_IF_ERROR(checkDim(a.out, "out", 0, T));
-  MLART_RETURN_IF_ERROR(checkDim(a.out, "out", 1, N));
   MLART_RETURN_IF_ERROR(checkGemmTypes(a.x, a.weight, a.out, "linear"));
+  // The residual in the epilogue needs D = A B + C with C != D: cuBLASLt.
+  if (a.addend.present())
+    return ctx.blasLt->linear(s, a);
   StatusOr<bool> skinny = skinnyLinear(ctx, a, s);
   if (!skinny.ok() || *skinny)
     return skinny.status();
+  if (ltForPlainLinear())
+    return ctx.blasLt->linear(s, a);
   // Column-major: out^T [N, T] = W [N, K] (stored as K x N col-major, op T)
   // times x^T [K, T].
   return ctx.blas->gemm(s, CUBLAS_OP_T, CUBLAS_OP_N, int(N), int(T), int(K),

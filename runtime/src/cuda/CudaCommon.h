@@ -58,6 +58,7 @@ struct DeviceErrorRecord {
 };
 
 class Blas;
+class BlasLt;
 
 /// What the kernel library needs from its device.
 struct CudaContext {
@@ -68,6 +69,7 @@ struct CudaContext {
   std::mutex recordMutex;
   bool synchronousChecks = true;
   Blas *blas = nullptr;
+  BlasLt *blasLt = nullptr;
 };
 
 /// Resets the device record on `stream` (stream-ordered).

@@ -1,5 +1,6 @@
 //===- CudaDevice.cu - CUDA device: memory, streams, events, errors -------===//
 #include "cuda/Blas.h"
+#include "cuda/BlasLt.h"
 #include "cuda/CodegenModules.h"
 #include "cuda/CudaCommon.h"
 
@@ -162,6 +163,8 @@ public:
                      "cudaMallocHost(error record)");
     blas_ = std::make_unique<Blas>();
     ctx_.blas = blas_.get();
+    blasLt_ = std::make_unique<BlasLt>();
+    ctx_.blasLt = blasLt_.get();
     return resetRecord(ctx_, nullptr);
   }
 
@@ -169,6 +172,7 @@ public:
     cudaSetDevice(ordinal_);
     cudaDeviceSynchronize();
     blas_.reset();
+    blasLt_.reset();
     (void)emptyCache();
     if (ctx_.deviceRecord)
       cudaFree(ctx_.deviceRecord);
@@ -465,6 +469,7 @@ private:
   CudaKernelLibrary library_;
   CodegenModules codegen_;
   std::unique_ptr<Blas> blas_;
+  std::unique_ptr<BlasLt> blasLt_;
   mutable std::mutex mu_;
   std::multimap<size_t, FreeBlock> free_;
   std::map<void *, size_t> live_;

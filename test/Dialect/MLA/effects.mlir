@@ -99,3 +99,34 @@ func.func @loop(%c: tensor<4x512xbf16>, %p: tensor<4x64xbf16>, %s: tensor<4xi64>
   }
   return %res : tensor<4x16x512xbf16>
 }
+
+// -----
+
+// A linear with an addend stays pure: identical ones are merged, a dead one
+// vanishes, one with a different addend is kept, and LICM hoists it out of
+// a loop.
+// CHECK-LABEL: func.func @linear_addend_is_pure
+// CHECK-NEXT: %[[A:.*]] = mla.linear %arg0, %arg1 addend(%arg2 : tensor<4x32xbf16>)
+// CHECK-NEXT: %[[B:.*]] = mla.linear %arg0, %arg1 addend(%arg3 : tensor<4x32xbf16>)
+// CHECK-NEXT: return %[[A]], %[[A]], %[[B]]
+// LICM-LABEL: func.func @linear_addend_is_pure
+// LICM: mla.linear %arg0, %arg1 addend(%arg2
+// LICM: scf.for
+// LICM-NOT: mla.linear
+// LICM: scf.yield
+func.func @linear_addend_is_pure(%x: tensor<4x64xbf16>, %w: tensor<32x64xbf16>, %r: tensor<4x32xbf16>,
+                                 %r2: tensor<4x32xbf16>)
+    -> (tensor<4x32xbf16>, tensor<4x32xbf16>, tensor<4x32xbf16>) {
+  %a = mla.linear %x, %w addend(%r : tensor<4x32xbf16>) : tensor<4x64xbf16>, tensor<32x64xbf16> -> tensor<4x32xbf16>
+  %b = mla.linear %x, %w addend(%r : tensor<4x32xbf16>) : tensor<4x64xbf16>, tensor<32x64xbf16> -> tensor<4x32xbf16>
+  %dead = mla.linear %x, %w addend(%r2 : tensor<4x32xbf16>) : tensor<4x64xbf16>, tensor<32x64xbf16> -> tensor<4x32xbf16>
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c4 = arith.constant 4 : index
+  %l = scf.for %i = %c0 to %c4 step %c1 iter_args(%acc = %r2) -> tensor<4x32xbf16> {
+    %in = mla.linear %x, %w addend(%r : tensor<4x32xbf16>) : tensor<4x64xbf16>, tensor<32x64xbf16> -> tensor<4x32xbf16>
+    scf.yield %in : tensor<4x32xbf16>
+  }
+  %c = mla.linear %x, %w addend(%r2 : tensor<4x32xbf16>) : tensor<4x64xbf16>, tensor<32x64xbf16> -> tensor<4x32xbf16>
+  return %a, %b, %c : tensor<4x32xbf16>, tensor<4x32xbf16>, tensor<4x32xbf16>
+}

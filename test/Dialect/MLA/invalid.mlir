@@ -573,6 +573,38 @@ func.func @linear_out(%x: tensor<4x2048xbf16>, %w: tensor<576x2048xbf16>) {
 
 // -----
 
+func.func @linear_addend_dtype(%x: tensor<4x2048xbf16>, %w: tensor<576x2048xbf16>, %r: tensor<4x576xf32>) {
+  // expected-error @+1 {{expected 'addend' to have the result's element type 'bf16', got 'f32'}}
+  %0 = mla.linear %x, %w addend(%r : tensor<4x576xf32>) : tensor<4x2048xbf16>, tensor<576x2048xbf16> -> tensor<4x576xbf16>
+  return
+}
+
+// -----
+
+func.func @linear_addend_features(%x: tensor<4x2048xbf16>, %w: tensor<576x2048xbf16>, %r: tensor<4x512xbf16>) {
+  // expected-error @+1 {{expected dimension 1 of 'addend' (output features of the result) to be 576, got 512}}
+  %0 = mla.linear %x, %w addend(%r : tensor<4x512xbf16>) : tensor<4x2048xbf16>, tensor<576x2048xbf16> -> tensor<4x576xbf16>
+  return
+}
+
+// -----
+
+func.func @linear_addend_tokens(%x: tensor<4x2048xbf16>, %w: tensor<576x2048xbf16>, %r: tensor<8x576xbf16>) {
+  // expected-error @+1 {{expected dimension 0 of 'addend' (tokens of the result) to be 4, got 8}}
+  %0 = mla.linear %x, %w addend(%r : tensor<8x576xbf16>) : tensor<4x2048xbf16>, tensor<576x2048xbf16> -> tensor<4x576xbf16>
+  return
+}
+
+// -----
+
+func.func @linear_addend_rank(%x: tensor<4x2048xbf16>, %w: tensor<576x2048xbf16>, %r: tensor<576xbf16>) {
+  // expected-error @+1 {{operand #2 must be 2D tensor of bfloat16 type or 16-bit float or 32-bit float values}}
+  %0 = mla.linear %x, %w addend(%r : tensor<576xbf16>) : tensor<4x2048xbf16>, tensor<576x2048xbf16> -> tensor<4x576xbf16>
+  return
+}
+
+// -----
+
 func.func @rms_norm_weight(%x: tensor<4x512xbf16>, %g: tensor<256xbf16>) {
   // expected-error @+1 {{expected dimension 0 of 'weight' (features) to be 512, got 256}}
   %0 = mla.rms_norm %x, %g : tensor<4x512xbf16>, tensor<256xbf16>

@@ -161,3 +161,15 @@ func.func @dense(%x: tensor<?x2048xbf16>, %w: tensor<576x2048xbf16>, %g: tensor<
   %m = mla.rms_norm %c, %g {epsilon = 1.0e-5 : f32} : tensor<?x512xbf16>, tensor<512xbf16>
   return %y, %n, %m : tensor<?x576xbf16>, tensor<?x512xbf16>, tensor<?x512xbf16>
 }
+
+// -----
+
+// CHECK-LABEL: func.func @dense_addend
+func.func @dense_addend(%x: tensor<?x2048xbf16>, %w: tensor<576x2048xbf16>, %r: tensor<4x576xbf16>) -> tensor<4x576xbf16> {
+  // CHECK: %[[Y:.*]] = mla.linear %{{.*}}, %{{.*}} addend(%{{.*}} : tensor<4x576xbf16>) : tensor<?x2048xbf16>, tensor<576x2048xbf16> -> tensor<4x576xbf16>
+  %y = mla.linear %x, %w addend(%r : tensor<4x576xbf16>) : tensor<?x2048xbf16>, tensor<576x2048xbf16> -> tensor<4x576xbf16>
+  // A static addend is accepted against a dynamic result.
+  // CHECK: mla.linear %{{.*}}, %{{.*}} addend(%[[Y]] : tensor<4x576xbf16>) : tensor<?x2048xbf16>, tensor<576x2048xbf16> -> tensor<?x576xbf16>
+  %z = mla.linear %x, %w addend(%y : tensor<4x576xbf16>) : tensor<?x2048xbf16>, tensor<576x2048xbf16> -> tensor<?x576xbf16>
+  return %y : tensor<4x576xbf16>
+}

@@ -1,0 +1,125 @@
+//===- BlasLt.h - cuBLASLt linear with an epilogue addend (internal) ------===//
+//
+// `out = x @ W^T + addend` needs D = A B + C with C != D, which cublasGemmEx
+// cannot do (its C is D); cuBLASLt can. Like Blas, the library is dlopened
+// (libcublasLt.so.13) on first use. Per shape the matmul descriptor, the four
+// layouts and the chosen algorithm are created once and cached, and each
+// stream gets one workspace on its first call, so a repeated call (and a
+// stream capture of it) only launches: no descriptor creation, no
+// allocation, no synchronisation.
+//
+// Knobs (read at each call, like MLART_SKINNY_GEMM):
+//   MLART_GEMM_LT=1        plain linears (no addend) through cuBLASLt too,
+//                          instead of cublasGemmEx (an A/B switch).
+//   MLART_GEMM_AUTOTUNE=1  on the first eager call of a shape, time the
+//                          top heuristic algorithms with events and keep
+//                          the fastest; during stream capture the cached
+//                          (or heuristic-first) algorithm is used.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MLART_CUDA_BLASLT_H
+#define MLART_CUDA_BLASLT_H
+
+#include "mlart/Kernels.h"
+#include "mlart/StatusOr.h"
+
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+
+#include <array>
+#include <map>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace mlart::cuda {
+
+/// MLART_GEMM_LT=1: route plain linears through cuBLASLt.
+bool ltForPlainLinear();
+/// MLART_GEMM_AUTOTUNE=1: time the top heuristic algorithms once per shape.
+bool gemmAutotuneEnabled();
+
+/// Process-wide counters for tests: plans (descriptor sets) created,
+/// autotunes run, cublasLtMatmul calls made (autotune runs included).
+uint64_t blasLtPlanCount();
+uint64_t blasLtAutotuneCount();
+uint64_t blasLtLaunchCount();
+
+class BlasLt {
+public:
+  BlasLt() = default;
+  ~BlasLt();
+  BlasLt(const BlasLt &) = delete;
+  BlasLt &operator=(const BlasLt &) = delete;
+
+  /// out = x @ weight^T (+ addend), bf16/f16/f32 storage, f32 compute, one
+  /// rounding. Operands are checked by the caller (cpu::validateLinear and
+  /// the GEMM type check); rows must have unit inner stride.
+  Status linear(cudaStream_t stream, const LinearArgs &a);
+
+private:
+  /// What fixes the descriptors and the algorithm: dtype, m = N, n = T,
+  /// k = K, leading dimensions of W, x, out and addend (0: none), and the
+  /// alignments of the A, B, C and D pointers.
+  using Key = std::array<int64_t, 12>;
+  struct Plan {
+    cublasLtMatmulDesc_t desc = nullptr;
+    cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr, d = nullptr;
+    /// Candidates in heuristic order; `chosen` indexes them.
+    std::vector<cublasLtMatmulHeuristicResult_t> algos;
+    size_t chosen = 0;
+    bool tuned = false;
+  };
+
+  Status load();
+  StatusOr<Plan *> plan(const Key &key, cudaDataType type);
+  StatusOr<void *> workspace(cudaStream_t stream);
+  /// Times each candidate of `p` on `stream` and keeps the fastest.
+  Status autotune(Plan &p, cudaStream_t stream, const LinearArgs &a,
+                  void *ws);
+  Status run(const Plan &p, size_t algo, cudaStream_t stream,
+             const LinearArgs &a, void *ws);
+  void destroy(Plan &p);
+
+  std::mutex mu_;
+  bool tried_ = false;
+  Status loadStatus_ = Status::success();
+  void *lib_ = nullptr;
+  cublasLtHandle_t handle_ = nullptr;
+  std::map<Key, Plan> plans_;
+  std::vector<std::pair<cudaStream_t, void *>> workspaces_;
+
+  cublasStatus_t (*create_)(cublasLtHandle_t *) = nullptr;
+  cublasStatus_t (*destroy_)(cublasLtHandle_t) = nullptr;
+  cublasStatus_t (*descCreate_)(cublasLtMatmulDesc_t *, cublasComputeType_t,
+                                cudaDataType_t) = nullptr;
+  cublasStatus_t (*descDestroy_)(cublasLtMatmulDesc_t) = nullptr;
+  cublasStatus_t (*descSet_)(cublasLtMatmulDesc_t,
+                             cublasLtMatmulDescAttributes_t, const void *,
+                             size_t) = nullptr;
+  cublasStatus_t (*layoutCreate_)(cublasLtMatrixLayout_t *, cudaDataType,
+                                  uint64_t, uint64_t, int64_t) = nullptr;
+  cublasStatus_t (*layoutDestroy_)(cublasLtMatrixLayout_t) = nullptr;
+  cublasStatus_t (*prefCreate_)(cublasLtMatmulPreference_t *) = nullptr;
+  cublasStatus_t (*prefDestroy_)(cublasLtMatmulPreference_t) = nullptr;
+  cublasStatus_t (*prefSet_)(cublasLtMatmulPreference_t,
+                             cublasLtMatmulPreferenceAttributes_t,
+                             const void *, size_t) = nullptr;
+  cublasStatus_t (*heuristic_)(cublasLtHandle_t, cublasLtMatmulDesc_t,
+                               cublasLtMatrixLayout_t, cublasLtMatrixLayout_t,
+                               cublasLtMatrixLayout_t, cublasLtMatrixLayout_t,
+                               cublasLtMatmulPreference_t, int,
+                               cublasLtMatmulHeuristicResult_t *,
+                               int *) = nullptr;
+  cublasStatus_t (*matmul_)(cublasLtHandle_t, cublasLtMatmulDesc_t,
+                            const void *, const void *, cublasLtMatrixLayout_t,
+                            const void *, cublasLtMatrixLayout_t, const void *,
+                            const void *, cublasLtMatrixLayout_t, void *,
+                            cublasLtMatrixLayout_t, const cublasLtMatmulAlgo_t *,
+                            void *, size_t, cudaStream_t) = nullptr;
+};
+
+} // namespace mlart::cuda
+
+#endif // MLART_CUDA_BLASLT_H
