@@ -308,15 +308,16 @@ void benchResidualGemm(const KernelLibrary &k, std::mt19937 &rng) {
     return w;
   };
   struct Variant {
-    const char *name, *lt, *tune;
+    const char *name;
+    int lt, tune;
     bool fused;
   };
-  for (Variant v : {Variant{"linear+add [cublas]", "0", "0", false},
-                    Variant{"linear+add [lt]", "1", "0", false},
-                    Variant{"linear addend [lt]", "0", "0", true},
-                    Variant{"linear addend [lt tuned]", "0", "1", true}}) {
-    setenv("MLART_GEMM_LT", v.lt, 1);
-    setenv("MLART_GEMM_AUTOTUNE", v.tune, 1);
+  for (Variant v : {Variant{"linear+add [cublas]", 0, 0, false},
+                    Variant{"linear+add [lt]", 1, 0, false},
+                    Variant{"linear addend [lt]", 0, 0, true},
+                    Variant{"linear addend [lt tuned]", 0, 1, true}}) {
+    mlart::cuda::setKnobOverride(mlart::cuda::Knob::GemmLt, v.lt);
+    mlart::cuda::setKnobOverride(mlart::cuda::Knob::GemmAutotune, v.tune);
     auto fn = [&] {
       if (v.fused) {
         LinearArgs a{x, weight(), out, r};
@@ -335,8 +336,8 @@ void benchResidualGemm(const KernelLibrary &k, std::mt19937 &rng) {
     add(std::string("o_proj+residual ") + v.name, "64x2048->2048", ms,
         double(N * K) * 2, 2.0 * double(B) * N * K, call);
   }
-  unsetenv("MLART_GEMM_LT");
-  unsetenv("MLART_GEMM_AUTOTUNE");
+  mlart::cuda::setKnobOverride(mlart::cuda::Knob::GemmLt, std::nullopt);
+  mlart::cuda::setKnobOverride(mlart::cuda::Knob::GemmAutotune, std::nullopt);
 }
 
 /// Generated (docs/codegen.md) vs library cache-write kernels, side by side,

@@ -22,7 +22,8 @@ namespace {
 constexpr Knob kAll[] = {Knob::Pdl,        Knob::DecodeCluster,
                          Knob::DecodeVariant, Knob::DecodeMany,
                          Knob::DecodeManyVariant, Knob::SkinnyGemm,
-                         Knob::SkinnyVariant, Knob::DecodePrefetch};
+                         Knob::SkinnyVariant, Knob::DecodePrefetch,
+                         Knob::GemmLt, Knob::GemmAutotune};
 static_assert(std::size(kAll) == kKnobCount);
 
 /// The documented defaults (docs/cuda.md, "Environment knobs").
@@ -30,7 +31,8 @@ const std::map<std::string, int> kDefaults = {
     {"MLART_PDL", 1},         {"MLART_DECODE_CLUSTER", 1},
     {"MLART_DECODE_VARIANT", 1}, {"MLART_DECODE_MANY", 1},
     {"MLART_DECODE_MANY_VARIANT", 1}, {"MLART_SKINNY_GEMM", 0},
-    {"MLART_SKINNY_VARIANT", 0}, {"MLART_DECODE_PREFETCH", 2}};
+    {"MLART_SKINNY_VARIANT", 0}, {"MLART_DECODE_PREFETCH", 0},
+    {"MLART_GEMM_LT", 0}, {"MLART_GEMM_AUTOTUNE", 0}};
 
 TEST(Knobs, TableNamesAndDefaults) {
   for (Knob k : kAll) {

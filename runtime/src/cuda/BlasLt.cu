@@ -1,5 +1,6 @@
 //===- BlasLt.cu - cuBLASLt linear with an epilogue addend ----------------===//
 #include "cuda/BlasLt.h"
+#include "cuda/Knobs.h"
 #include "cuda/CudaCommon.h"
 
 #include <algorithm>
@@ -64,14 +65,10 @@ int64_t leading(const TensorRef &t, int64_t rows) {
 
 std::atomic<uint64_t> gPlans{0}, gAutotunes{0}, gLaunches{0};
 
-bool envIsOne(const char *name) {
-  const char *v = std::getenv(name);
-  return v && v[0] == '1' && v[1] == '\0';
-}
 } // namespace
 
-bool ltForPlainLinear() { return envIsOne("MLART_GEMM_LT"); }
-bool gemmAutotuneEnabled() { return envIsOne("MLART_GEMM_AUTOTUNE"); }
+bool ltForPlainLinear() { return knobValue(Knob::GemmLt) == 1; }
+bool gemmAutotuneEnabled() { return knobValue(Knob::GemmAutotune) == 1; }
 
 BlasLt::~BlasLt() {
   for (auto &entry : plans_)

@@ -41,7 +41,9 @@ constexpr KnobSpec kKnobs[kKnobCount] = {
     spec(Knob::SkinnyGemm, "MLART_SKINNY_GEMM", 0, kOffOn),
     spec(Knob::SkinnyVariant, "MLART_SKINNY_VARIANT", 0,
          kSkinnyVariantChoices),
-    spec(Knob::DecodePrefetch, "MLART_DECODE_PREFETCH", 2, kPrefetchTiles),
+    spec(Knob::DecodePrefetch, "MLART_DECODE_PREFETCH", 0, kPrefetchTiles),
+    spec(Knob::GemmLt, "MLART_GEMM_LT", 0, kOffOn),
+    spec(Knob::GemmAutotune, "MLART_GEMM_AUTOTUNE", 0, kOffOn),
 };
 
 constexpr bool inKnobOrder() {
@@ -55,7 +57,8 @@ static_assert(inKnobOrder(), "kKnobs must list the knobs in Knob order");
 constexpr int kNoOverride = INT_MIN;
 std::atomic<int> overrides[kKnobCount] = {
     kNoOverride, kNoOverride, kNoOverride, kNoOverride,
-    kNoOverride, kNoOverride, kNoOverride, kNoOverride};
+    kNoOverride, kNoOverride, kNoOverride, kNoOverride,
+    kNoOverride, kNoOverride};
 
 const KnobValues &environmentKnobs() {
   static const KnobValues values = [] {

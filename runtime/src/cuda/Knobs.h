@@ -27,8 +27,10 @@ enum class Knob : int {
   SkinnyGemm,        ///< MLART_SKINNY_GEMM: the M <= 64 GEMM
   SkinnyVariant,     ///< MLART_SKINNY_VARIANT: its A/B variants
   DecodePrefetch,    ///< MLART_DECODE_PREFETCH: decode tiles prefetched
+  GemmLt,            ///< MLART_GEMM_LT: plain linears through cuBLASLt
+  GemmAutotune,      ///< MLART_GEMM_AUTOTUNE: time cuBLASLt's algorithms
 };
-constexpr int kKnobCount = 8;
+constexpr int kKnobCount = 10;
 
 /// MLART_DECODE_MANY's value for "force"; 0 is off, 1 on (by shape), 2..6
 /// on with that timing variant of the cp.async kernel.

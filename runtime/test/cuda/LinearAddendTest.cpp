@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "CudaTestUtil.h"
+#include "cuda/Knobs.h"
 
 #include "cuda/BlasLt.h"
 
@@ -24,12 +25,13 @@ namespace {
 const KernelLibrary &cpu() { return cpuKernelLibrary(); }
 
 /// One environment variable for one scope.
+/// Forces a knob (read once from the environment) for one scope.
 struct Env {
-  Env(const char *name, const char *value) : name(name) {
-    setenv(name, value, 1);
+  Env(cuda::Knob knob, int value) : knob(knob) {
+    cuda::setKnobOverride(knob, value);
   }
-  ~Env() { unsetenv(name); }
-  const char *name;
+  ~Env() { cuda::setKnobOverride(knob, std::nullopt); }
+  cuda::Knob knob;
 };
 
 Arr randomArr(CudaDevice *d, DType t, std::vector<int64_t> s, float lo = -1,
@@ -137,7 +139,7 @@ TEST(CudaLinearAddend, InPlace) {
   Arr x = randomArr(dev, DType::BF16, {M, K});
   Arr w = randomArr(dev, DType::BF16, {N, K}, -0.05f, 0.05f);
   Arr io = randomArr(dev, DType::BF16, {M, N});
-  Env tune("MLART_GEMM_AUTOTUNE", "1"); // must not tune in place
+  Env tune(cuda::Knob::GemmAutotune, 1); // must not tune in place
   ASSERT_TRUE(cpu().linear(args(x.h(), w.h(), io.h(), io.h()), nullptr).ok());
   Status s = dev->kernels().linear(args(x.d(), w.d(), io.d(), io.d()), nullptr);
   if (s.code() == StatusCode::Unavailable)
@@ -182,7 +184,7 @@ TEST(CudaLinearAddend, PlainLinearThroughLtKnob) {
   REQUIRE_GPU();
   for (bool lt : {false, true}) {
     SCOPED_TRACE(lt ? "MLART_GEMM_LT=1" : "unset");
-    Env knob("MLART_GEMM_LT", lt ? "1" : "0");
+    Env knob(cuda::Knob::GemmLt, lt ? 1 : 0);
     for (int64_t M : {1, 7, 64}) {
       Arr x = randomArr(dev, DType::BF16, {M, 2048});
       Arr w = randomArr(dev, DType::BF16, {2048, 2048}, -0.05f, 0.05f);
@@ -205,7 +207,7 @@ TEST(CudaLinearAddend, PlainLinearThroughLtKnob) {
 // candidates once; later calls reuse the choice; results stay correct.
 TEST(CudaLinearAddend, AutotunesOncePerShape) {
   REQUIRE_GPU();
-  Env knob("MLART_GEMM_AUTOTUNE", "1");
+  Env knob(cuda::Knob::GemmAutotune, 1);
   const int64_t M = 64, K = 1536, N = 1024; // a shape no other test uses
   Arr x = randomArr(dev, DType::BF16, {M, K});
   Arr w = randomArr(dev, DType::BF16, {N, K}, -0.05f, 0.05f);
@@ -235,7 +237,7 @@ TEST(CudaLinearAddend, AutotunesOncePerShape) {
 // replayed on new data; a later eager call reuses the plan.
 TEST(CudaLinearAddend, GraphCaptureAndReplay) {
   REQUIRE_GPU();
-  Env knob("MLART_GEMM_AUTOTUNE", "1");
+  Env knob(cuda::Knob::GemmAutotune, 1);
   StatusOr<Stream> stream = dev->createStream();
   ASSERT_TRUE(stream.ok());
   StreamHandle st = stream->handle();
