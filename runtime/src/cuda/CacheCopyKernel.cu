@@ -11,9 +11,13 @@
 //    a tile of 4U consecutive tokens, U chunks a thread, coalesced
 //    (a warp reads 512 contiguous bytes of a source row, writes 512 of a
 //    cache row);
-//  * every thread issues its U slot loads and U 16-byte loads before any
-//    store (optionally the next tile's before this tile's stores);
-//  * a persistent grid of a few CTAs an SM walks the tiles grid-stride.
+//  * every thread issues its U 16-byte loads before any store; the first
+//    4U threads also load the tile's slots and leave them, range-checked,
+//    as row indices in shared memory (one barrier a tile), so the other
+//    threads neither load slots nor keep them in registers;
+//  * a persistent grid of a few CTAs an SM walks the tiles grid-stride,
+//    sized so that every CTA gets the same number of tiles (no tail
+//    round with a few CTAs in flight).
 // All-or-nothing as the general kernel: nothing is stored when the
 // validation kernel's verdict (callFailed) is set, and every store is
 // range-checked (slot in [0, numSlots)) all the same.
@@ -46,7 +50,7 @@ __device__ __forceinline__ uint4 loadChunk(const uint8_t *p) {
   if constexpr (Hints == 0) {
     v = *reinterpret_cast<const uint4 *>(p);
   } else if constexpr (Hints == 1) {
-    // Read once: keep L1 for the slots.
+    // Read once: no L1 allocation.
     asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
                  : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
                  : "l"(p));
@@ -91,9 +95,10 @@ __device__ __forceinline__ void storeChunk(uint8_t *p, uint4 v) {
     *reinterpret_cast<uint4 *>(p) = v;
   } else {
     // Written once here, read by a later decode kernel: evict-first.
+    // volatile keeps it in order with the (volatile) loads; no "memory"
+    // clobber, so the row indices need not be re-read around it.
     asm volatile("st.global.cs.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p),
-                 "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w)
-                 : "memory");
+                 "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w));
   }
 }
 
@@ -142,17 +147,20 @@ __device__ __forceinline__ void loadTile(const CacheCopyParams &p,
 template <int U, int Hints>
 __device__ __forceinline__ void storeTile(const Column &c, const uint4 (&v)[U],
                                           const int *rows) {
+  // All row indices first: one shared-memory round trip, not U.
+  int row[U];
 #pragma unroll
-  for (int j = 0; j < U; ++j) {
-    const int row = rows[c.row + j * kTokensPerPass];
-    if (row >= 0)
-      storeChunk<Hints>(c.dst + int64_t(row) * kRowBytes, v[j]);
-  }
+  for (int j = 0; j < U; ++j)
+    row[j] = rows[c.row + j * kTokensPerPass];
+#pragma unroll
+  for (int j = 0; j < U; ++j)
+    if (row[j] >= 0)
+      storeChunk<Hints>(c.dst + int64_t(row[j]) * kRowBytes, v[j]);
 }
 
 /// CTAs an SM the register budget is sized for (4U registers of chunks a
-/// thread plus addresses; ptxas: no spills): U=4 five (<= 40 registers),
-/// U=8 three (<= 72), U=16 two (<= 112).
+/// thread plus addresses): U=4 five (<= 40 registers; ptxas spills 8 bytes
+/// in three of its six variants), U=8 three (72), U=16 two (96).
 template <int U> constexpr int minCtasPerSm() {
   return U <= 4 ? 5 : U <= 8 ? 3 : 2;
 }
@@ -328,8 +336,12 @@ Status launchCacheCopy(CudaContext &ctx, const CacheCopyParams &p,
   int64_t grid = std::min<int64_t>(tiles, INT_MAX);
   if (cfg.ctasPerSm > 0) {
     MLART_ASSIGN_OR_RETURN(const int fit, residentCtas(kernel));
-    grid = std::min<int64_t>(grid, int64_t(ctx.smCount) *
-                                       std::min(cfg.ctasPerSm, fit));
+    const int64_t cap = std::max<int64_t>(
+        1, int64_t(ctx.smCount) * std::min(cfg.ctasPerSm, fit));
+    // As many tiles for every CTA: 2048 tiles on a cap of 396 CTAs would
+    // leave a sixth round with 68 CTAs in flight; 342 CTAs do 6 each.
+    const int64_t rounds = (tiles + cap - 1) / cap;
+    grid = (tiles + rounds - 1) / rounds;
   }
   launches.fetch_add(1, std::memory_order_relaxed);
   return launchKernel("cacheCopyKernel", kernel, dim3(unsigned(grid)),
