@@ -19,8 +19,9 @@
 // our CTAs have triggered (or exited), so it cannot take SMs that CTAs of
 // ours still need, and it blocks in its own wait until we complete.
 // Kernels without the wait (cuBLAS's) are never launched with the
-// attribute; a kernel without it after ours waits for us as usual. Compiler-generated kernels follow the same rule
-// (docs/codegen.md; CodegenModules.cu checks their PTX).
+// attribute; a kernel without it after ours waits for us as usual.
+// Compiler-generated kernels follow the same rule (docs/codegen.md;
+// CodegenModules.cu checks their PTX).
 //
 //===----------------------------------------------------------------------===//
 #ifndef MLART_CUDA_LAUNCH_H
