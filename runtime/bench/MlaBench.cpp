@@ -15,6 +15,7 @@
 #include "mlart/Codegen.h"
 #include "mlart/CudaDevice.h"
 #include "StepBench.h"
+#include "cuda/CacheCopyKernel.h"
 #include "cuda/Knobs.h"
 #include "cuda/SkinnyGemmPlan.h"
 
@@ -656,6 +657,47 @@ int main(int argc, char **argv) {
       double ms = graphMs(fn);
       add("cache_update bf16", "T=65536 seq slots", std::isnan(ms) ? call : ms,
           double(maxT) * 2312, 0, call);
+      // The large-update kernels side by side (docs/cuda.md, "Large plain
+      // updates"): the general kernel, then every copy-kernel variant worth
+      // timing, T=65536 random slots (and the default variant in order).
+      std::vector<cuda::CacheCopyConfig> sweep;
+      auto variant = [](bool on, int u, int ctas, bool early, int hints) {
+        cuda::CacheCopyConfig c;
+        c.enabled = on;
+        c.unroll = u;
+        c.ctasPerSm = ctas;
+        c.early = early;
+        c.hints = hints;
+        return c;
+      };
+      sweep.push_back(variant(false, 8, 4, true, 1));
+      for (int u : {4, 8, 16})
+        for (int ctas : {0, 1, 2, 4, 8})
+          sweep.push_back(variant(true, u, ctas, true, 1));
+      for (int u : {8, 16}) {
+        sweep.push_back(variant(true, u, 2, false, 1));
+        sweep.push_back(variant(true, u, 2, true, 0));
+        sweep.push_back(variant(true, u, 2, true, 2));
+      }
+      CacheUpdateArgs rnd{ten(kv.data(), DType::BF16, {maxT, 512}),
+                          ten(kp.data(), DType::BF16, {maxT, 64}),
+                          ten(slots.data(), DType::I64, {maxT}), cache};
+      for (size_t i = 0; i <= sweep.size(); ++i) {
+        // Last: the default copy variant with slots in order.
+        const bool seqRow = i == sweep.size();
+        const cuda::CacheCopyConfig c =
+            seqRow ? variant(true, 8, 4, true, 1) : sweep[i];
+        cuda::setCacheCopyConfigForTesting(c);
+        const CacheUpdateArgs &ua = seqRow ? a : rnd;
+        auto f = [&] { CHECK(k.cacheUpdate(ua, gStream)); };
+        double call = timeMs(f, quick ? 20 : 100);
+        double ms = graphMs(f);
+        // T=65536 in every row; "seq": slots in order.
+        add(c.enabled ? "update65536 copy" : "update65536 general",
+            (seqRow ? "seq " : "") + (c.enabled ? cuda::describe(c) : std::string("-")),
+            std::isnan(ms) ? call : ms, double(maxT) * 2312, 0, call);
+      }
+      cuda::setCacheCopyConfigForTesting(std::nullopt);
     }
     for (int Hq : {0, 16, 128})
       for (int64_t T : {1, 16, 256, 4096}) {

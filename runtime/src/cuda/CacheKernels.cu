@@ -16,6 +16,7 @@
 // so even a racing misuse can never write outside the cache.
 //
 //===----------------------------------------------------------------------===//
+#include "cuda/CacheCopyKernel.h"
 #include "cuda/CudaCommon.h"
 #include "cuda/Launch.h"
 #include "cpu/CacheWrite.h"
@@ -615,6 +616,36 @@ Status launchWriteKernel(CudaContext &ctx, WriteParams &p, cudaStream_t stream) 
                       unsigned(blocks), kThreads, 0, stream, p);
 }
 
+/// The common large update (pre-validated, plain bf16/f16 1152-byte rows
+/// on the 16-byte path, no rope, no q, no checked mode) goes to the
+/// streaming copy kernel when MLART_UPDATE_KERNEL=1 (CacheCopyKernel.cu).
+bool takesCacheCopy(const WriteParams &p) {
+  return p.prevalidated && (p.vec & 1) && p.kPe && p.cache && !p.doRope &&
+         !p.q && !p.kOut && !p.wp && p.layout == int(CacheLayout::Plain) &&
+         (p.cacheType == int(DType::BF16) || p.cacheType == int(DType::F16)) &&
+         p.rowBytes == int64_t(kCacheCopyChunks) * 16 &&
+         (p.latent + p.rope) * 2 / 16 == kCacheCopyChunks &&
+         p.numSlots <= INT_MAX; // checked row indices are int
+}
+
+Status launchCopyKernel(CudaContext &ctx, const WriteParams &p,
+                        const CacheCopyConfig &cfg, cudaStream_t stream) {
+  CacheCopyParams c;
+  c.kv = p.kvC;
+  c.kvStride = p.kvStride * 2; // elements -> bytes (2-byte types only)
+  c.kp = p.kPe;
+  c.kpStride = p.kpStride * 2;
+  c.slots = p.slots;
+  c.slot64 = p.slot64;
+  c.slotStride = p.slotStride;
+  c.T = p.T;
+  c.cache = p.cache;
+  c.numSlots = p.numSlots;
+  c.kvChunks = p.latent * 2 / 16;
+  c.callFailed = &p.rec->callFailed;
+  return launchCacheCopy(ctx, c, cfg, stream);
+}
+
 Status launch(CudaContext &ctx, WriteParams &p, cudaStream_t stream,
               const TensorRef *slots, const TensorRef *positions,
               const KVCacheRef *cache) {
@@ -637,7 +668,11 @@ Status launch(CudaContext &ctx, WriteParams &p, cudaStream_t stream,
     MLART_RETURN_IF_ERROR(resetRecord(ctx, stream));
   }
   MLART_RETURN_IF_ERROR(prevalidate(ctx, p, stream));
-  MLART_RETURN_IF_ERROR(launchWriteKernel(ctx, p, stream));
+  const CacheCopyConfig copy = cacheCopyConfig();
+  if (copy.enabled && takesCacheCopy(p))
+    MLART_RETURN_IF_ERROR(launchCopyKernel(ctx, p, copy, stream));
+  else
+    MLART_RETURN_IF_ERROR(launchWriteKernel(ctx, p, stream));
   if (!ctx.synchronousChecks)
     return Status::success();
   return readRecord(ctx, stream, slots, positions,

@@ -13,13 +13,15 @@
 // data an earlier kernel produced and before its first global write; the
 // wait returns once every prerequisite grid has completed and its memory
 // is visible. Our kernels do it as their very first statement
-// (pdlPrologue()). They then call launchDependents() at once: the next
-// kernel is only launched when all our CTAs have triggered (or exited), so
-// it cannot take SMs that CTAs of ours still need, and it blocks in its
-// own wait until we complete. Kernels without the wait (cuBLAS's) are never
-// launched with the attribute; a kernel without it after ours waits for us
-// as usual. Compiler-generated kernels follow the same rule
-// (docs/codegen.md; CodegenModules.cu checks their PTX).
+// (pdlPrologue()); CacheCopyKernel.cu argues its one exception (loads of
+// data older than its only prerequisite). They then call
+// launchDependents() at once: the next kernel is only launched when all
+// our CTAs have triggered (or exited), so it cannot take SMs that CTAs of
+// ours still need, and it blocks in its own wait until we complete.
+// Kernels without the wait (cuBLAS's) are never launched with the
+// attribute; a kernel without it after ours waits for us as usual.
+// Compiler-generated kernels follow the same rule (docs/codegen.md;
+// CodegenModules.cu checks their PTX).
 //
 //===----------------------------------------------------------------------===//
 #ifndef MLART_CUDA_LAUNCH_H

@@ -1,0 +1,355 @@
+//===- CacheCopyKernel.cu - Streaming kernel for large plain cache updates -===//
+//
+// cache[slot[t]] = concat(kv_c[t], k_pe[t]) for a pre-validated call with
+// 1152-byte rows (72 16-byte chunks: kvChunks from kv_c, the rest from
+// k_pe). The general kernel (CacheKernels.cu) reaches 78 % of the copy
+// ceiling here: 80 registers, 3 CTAs an SM, a warp per token that loads
+// ~6 chunks a lane, stores them and exits. This one is built for bytes in
+// flight with few registers:
+//  * 288 threads = 4 tokens x 72 chunks, so a thread keeps ONE chunk
+//    column for the whole kernel (no division anywhere); a CTA step takes
+//    a tile of 4U consecutive tokens, U chunks a thread, coalesced
+//    (a warp reads 512 contiguous bytes of a source row, writes 512 of a
+//    cache row);
+//  * every thread issues its U 16-byte loads before any store; the first
+//    4U threads also load the tile's slots and leave them, range-checked,
+//    as row indices in shared memory (one barrier a tile), so the other
+//    threads neither load slots nor keep them in registers;
+//  * a persistent grid of a few CTAs an SM walks the tiles grid-stride,
+//    sized so that every CTA gets the same number of tiles (no tail
+//    round with a few CTAs in flight).
+// All-or-nothing as the general kernel: nothing is stored when the
+// validation kernel's verdict (callFailed) is set, and every store is
+// range-checked (slot in [0, numSlots)) all the same.
+//
+//===----------------------------------------------------------------------===//
+#include "cuda/CacheCopyKernel.h"
+
+#include "cuda/Launch.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <utility>
+#include <vector>
+
+namespace mlart::cuda {
+namespace {
+
+constexpr int kTokensPerPass = 4;
+constexpr int kCopyThreads = kCacheCopyChunks * kTokensPerPass; // 288
+constexpr int64_t kRowBytes = int64_t(kCacheCopyChunks) * 16;
+static_assert(kCopyThreads % 32 == 0, "whole warps");
+
+/// 16-byte source load with the variant's cache hints.
+template <int Hints>
+__device__ __forceinline__ uint4 loadChunk(const uint8_t *p) {
+  uint4 v;
+  if constexpr (Hints == 0) {
+    v = *reinterpret_cast<const uint4 *>(p);
+  } else if constexpr (Hints == 1) {
+    // Read once: no L1 allocation.
+    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                 : "l"(p));
+  } else {
+    asm volatile(
+        "ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
+        : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+        : "l"(p));
+  }
+  return v;
+}
+
+/// The loads issued before the dependent-launch wait read at L2, the point
+/// of coherence (see cacheCopyKernel: no L1 line can be stale).
+__device__ __forceinline__ uint4 loadChunkL2(const uint8_t *p) {
+  uint4 v;
+  asm volatile("ld.global.cg.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p));
+  return v;
+}
+
+__device__ __forceinline__ int64_t loadSlotL2(const CacheCopyParams &p,
+                                              int64_t t) {
+  if (p.slot64) {
+    int64_t s;
+    asm volatile("ld.global.cg.s64 %0, [%1];"
+                 : "=l"(s)
+                 : "l"(static_cast<const int64_t *>(p.slots) + t * p.slotStride));
+    return s;
+  }
+  int s;
+  asm volatile("ld.global.cg.s32 %0, [%1];"
+               : "=r"(s)
+               : "l"(static_cast<const int32_t *>(p.slots) + t * p.slotStride));
+  return s;
+}
+
+template <int Hints>
+__device__ __forceinline__ void storeChunk(uint8_t *p, uint4 v) {
+  if constexpr (Hints == 0) {
+    *reinterpret_cast<uint4 *>(p) = v;
+  } else {
+    // Written once here, read by a later decode kernel: evict-first.
+    // volatile keeps it in order with the (volatile) loads; no "memory"
+    // clobber, so the row indices need not be re-read around it.
+    asm volatile("st.global.cs.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p),
+                 "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w));
+  }
+}
+
+/// This thread's chunk column, fixed for the whole kernel.
+struct Column {
+  const uint8_t *src; ///< chunk `col` of source row 0
+  int64_t srcStride;  ///< bytes between source rows
+  uint8_t *dst;       ///< chunk `col` of cache row 0
+  int row;            ///< 0..3: token within a pass
+};
+
+/// Issues a tile's loads: this thread's U chunks (tokens row, row + 4, ...
+/// of the tile), then, on the first 4U threads, one slot each, turned into
+/// a checked row index in `rows` (-1: write nothing). The slot's compare
+/// waits for its load, but only after every chunk load is in flight, and
+/// only on those few threads.
+template <int U, int Hints, bool L2Only>
+__device__ __forceinline__ void loadTile(const CacheCopyParams &p,
+                                         const Column &c, int64_t tile,
+                                         uint4 (&v)[U], int *rows) {
+  constexpr int kTile = U * kTokensPerPass;
+  const int64_t first = tile * kTile;
+#pragma unroll
+  for (int j = 0; j < U; ++j) {
+    const int64_t t = first + c.row + j * kTokensPerPass;
+    // Source rows t < T always exist: no wait on the slot.
+    if (t < p.T)
+      v[j] = L2Only ? loadChunkL2(c.src + t * c.srcStride)
+                    : loadChunk<Hints>(c.src + t * c.srcStride);
+  }
+  if (threadIdx.x < kTile) {
+    const int64_t t = first + threadIdx.x;
+    int row = -1;
+    if (t < p.T) {
+      const int64_t s = L2Only ? loadSlotL2(p, t)
+                               : loadIdx(p.slots, p.slot64, p.slotStride, t);
+      // Validated already; checked again so that even a racing misuse can
+      // never write outside the cache (numSlots <= INT_MAX: host).
+      if (uint64_t(s) < uint64_t(p.numSlots))
+        row = int(s);
+    }
+    rows[threadIdx.x] = row;
+  }
+}
+
+template <int U, int Hints>
+__device__ __forceinline__ void storeTile(const Column &c, const uint4 (&v)[U],
+                                          const int *rows) {
+  // All row indices first: one shared-memory round trip, not U.
+  int row[U];
+#pragma unroll
+  for (int j = 0; j < U; ++j)
+    row[j] = rows[c.row + j * kTokensPerPass];
+#pragma unroll
+  for (int j = 0; j < U; ++j)
+    if (row[j] >= 0)
+      storeChunk<Hints>(c.dst + int64_t(row[j]) * kRowBytes, v[j]);
+}
+
+/// CTAs an SM the register budget is sized for (4U registers of chunks a
+/// thread plus addresses): U=4 five (<= 40 registers; ptxas spills 8 bytes
+/// in three of its six variants), U=8 three (72), U=16 two (96).
+template <int U> constexpr int minCtasPerSm() {
+  return U <= 4 ? 5 : U <= 8 ? 3 : 2;
+}
+
+/// Early (the first tile loaded before the dependent-launch wait): safe
+/// because of what precedes this kernel. Its only prerequisite grid is the
+/// validation kernel that the same call launched just before on the same
+/// stream; that kernel writes nothing but the device error record, which
+/// is read here only after the wait. Everything read early (kv_c, k_pe,
+/// slot_mapping) was written by grids before the validation kernel, and
+/// those have completed with their writes performed before this grid
+/// starts: the validation kernel runs griddepcontrol.wait before its
+/// launch_dependents, and this grid is launched only once every CTA of it
+/// has triggered; a prerequisite without PDL, or reached through an event
+/// (side streams, graph edges), is even complete before the validation
+/// kernel starts. The early loads use ld.global.cg (L2, the point of
+/// coherence), so no L1 line left by an older kernel can be read stale.
+/// Nothing global is stored before the wait, and this kernel never writes
+/// its sources.
+template <int U, bool Early, int Hints>
+__global__ void __launch_bounds__(kCopyThreads, minCtasPerSm<U>())
+    cacheCopyKernel(CacheCopyParams p) {
+  constexpr int kTile = U * kTokensPerPass;
+  // Checked row indices of a tile's tokens, double-buffered: tile k + 1's
+  // are written while a slower warp may still read tile k's.
+  __shared__ int rows[2][kTile];
+  __shared__ int failed;
+  const int col = int(threadIdx.x) % kCacheCopyChunks;
+  Column c;
+  c.row = int(threadIdx.x) / kCacheCopyChunks;
+  const bool fromKv = col < p.kvChunks;
+  c.src = fromKv ? p.kv + col * 16 : p.kp + (col - p.kvChunks) * 16;
+  c.srcStride = fromKv ? p.kvStride : p.kpStride;
+  c.dst = p.cache + col * 16;
+  const int64_t tiles = (p.T + kTile - 1) / kTile;
+  const int64_t step = gridDim.x;
+  int64_t tile = blockIdx.x; // < tiles: the host sizes the grid
+  uint4 v[U];
+  if constexpr (Early)
+    loadTile<U, Hints, true>(p, c, tile, v, rows[0]);
+  pdlPrologue();
+  if (threadIdx.x == 0)
+    failed = *reinterpret_cast<const volatile int *>(p.callFailed);
+  if constexpr (!Early)
+    loadTile<U, Hints, false>(p, c, tile, v, rows[0]);
+  __syncthreads(); // rows[0] and the verdict
+  if (failed)
+    return; // the whole CTA: nothing of a failed call is written
+  for (int buf = 0;; buf ^= 1) {
+    storeTile<U, Hints>(c, v, rows[buf]);
+    tile += step;
+    if (tile >= tiles)
+      break;
+    loadTile<U, Hints, false>(p, c, tile, v, rows[buf ^ 1]);
+    // rows[buf ^ 1] written before anyone reads it. Its previous readers
+    // (tile - 2 step) all passed the barrier before this one's loads.
+    __syncthreads();
+  }
+}
+
+using KernelFn = void (*)(CacheCopyParams);
+
+template <int U, bool Early> KernelFn pickHints(int hints) {
+  switch (hints) {
+  case 0:
+    return cacheCopyKernel<U, Early, 0>;
+  case 1:
+    return cacheCopyKernel<U, Early, 1>;
+  default:
+    return cacheCopyKernel<U, Early, 2>;
+  }
+}
+template <int U> KernelFn pickEarly(const CacheCopyConfig &c) {
+  return c.early ? pickHints<U, true>(c.hints) : pickHints<U, false>(c.hints);
+}
+KernelFn pickKernel(const CacheCopyConfig &c) {
+  switch (c.unroll) {
+  case 4:
+    return pickEarly<4>(c);
+  case 16:
+    return pickEarly<16>(c);
+  default:
+    return pickEarly<8>(c);
+  }
+}
+
+/// CTAs of `kernel` that fit on one SM, asked once per kernel.
+StatusOr<int> residentCtas(KernelFn kernel) {
+  static std::mutex mu;
+  static std::vector<std::pair<KernelFn, int>> known;
+  std::lock_guard<std::mutex> lock(mu);
+  for (const auto &k : known)
+    if (k.first == kernel)
+      return k.second;
+  int n = 0;
+  MLART_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+                       &n, kernel, kCopyThreads, 0),
+                   "cudaOccupancyMaxActiveBlocksPerMultiprocessor(cacheCopyKernel)");
+  n = std::max(n, 1);
+  known.emplace_back(kernel, n);
+  return n;
+}
+
+std::atomic<uint64_t> launches{0};
+
+/// The tests' and the bench's override of the environment.
+std::mutex overrideMutex;
+std::optional<CacheCopyConfig> overrideConfig;
+std::atomic<bool> haveOverride{false};
+
+bool parseInt(const char *v, int &out) {
+  if (!v || !*v)
+    return false;
+  char *end = nullptr;
+  const long x = std::strtol(v, &end, 10);
+  if (*end != '\0' || x < INT_MIN || x > INT_MAX)
+    return false;
+  out = int(x);
+  return true;
+}
+
+} // namespace
+
+CacheCopyConfig parseCacheCopyConfig(const char *kernel, const char *unroll,
+                                     const char *ctasPerSm, const char *early,
+                                     const char *hints) {
+  CacheCopyConfig c;
+  int x = 0;
+  if (parseInt(kernel, x) && (x == 0 || x == 1))
+    c.enabled = x == 1;
+  if (parseInt(unroll, x) && (x == 4 || x == 8 || x == 16))
+    c.unroll = x;
+  if (parseInt(ctasPerSm, x) && (x == 0 || x == 1 || x == 2 || x == 4 || x == 8))
+    c.ctasPerSm = x;
+  if (parseInt(early, x) && (x == 0 || x == 1))
+    c.early = x == 1;
+  if (parseInt(hints, x) && x >= 0 && x <= 2)
+    c.hints = x;
+  return c;
+}
+
+CacheCopyConfig cacheCopyConfig() {
+  static const CacheCopyConfig fromEnv = parseCacheCopyConfig(
+      std::getenv("MLART_UPDATE_KERNEL"), std::getenv("MLART_UPDATE_UNROLL"),
+      std::getenv("MLART_UPDATE_CTAS_PER_SM"), std::getenv("MLART_UPDATE_EARLY"),
+      std::getenv("MLART_UPDATE_HINTS"));
+  if (!haveOverride.load(std::memory_order_acquire))
+    return fromEnv;
+  std::lock_guard<std::mutex> lock(overrideMutex);
+  return overrideConfig.value_or(fromEnv);
+}
+
+void setCacheCopyConfigForTesting(std::optional<CacheCopyConfig> c) {
+  std::lock_guard<std::mutex> lock(overrideMutex);
+  overrideConfig = c;
+  haveOverride.store(c.has_value(), std::memory_order_release);
+}
+
+std::string describe(const CacheCopyConfig &c) {
+  std::string s = "U=" + std::to_string(c.unroll) +
+                  (c.ctasPerSm ? " ctas/SM=" + std::to_string(c.ctasPerSm)
+                               : std::string(" tile/CTA"));
+  s += c.early ? " early" : " wait";
+  s += " hints=" + std::to_string(c.hints);
+  return s;
+}
+
+Status launchCacheCopy(CudaContext &ctx, const CacheCopyParams &p,
+                       const CacheCopyConfig &cfg, cudaStream_t stream) {
+  const KernelFn kernel = pickKernel(cfg);
+  const int64_t tileTokens = int64_t(kTokensPerPass) * cfg.unroll;
+  const int64_t tiles = std::max<int64_t>(1, (p.T + tileTokens - 1) / tileTokens);
+  int64_t grid = std::min<int64_t>(tiles, INT_MAX);
+  if (cfg.ctasPerSm > 0) {
+    MLART_ASSIGN_OR_RETURN(const int fit, residentCtas(kernel));
+    const int64_t cap = std::max<int64_t>(
+        1, int64_t(ctx.smCount) * std::min(cfg.ctasPerSm, fit));
+    // As many tiles for every CTA: 2048 tiles on a cap of 396 CTAs would
+    // leave a sixth round with 68 CTAs in flight; 342 CTAs do 6 each.
+    const int64_t rounds = (tiles + cap - 1) / cap;
+    grid = (tiles + rounds - 1) / rounds;
+  }
+  launches.fetch_add(1, std::memory_order_relaxed);
+  return launchKernel("cacheCopyKernel", kernel, dim3(unsigned(grid)),
+                      dim3(kCopyThreads), 0, stream, p);
+}
+
+uint64_t cacheCopyLaunchCount() {
+  return launches.load(std::memory_order_relaxed);
+}
+
+} // namespace mlart::cuda

@@ -1,0 +1,78 @@
+//===- CacheCopyKernel.h - Streaming kernel for large plain cache updates -===//
+//
+// The common large cacheUpdate (pre-validated, plain bf16/f16 rows of 72
+// 16-byte chunks, no rope, no checked mode) as a dedicated copy kernel;
+// CacheKernels.cu falls back to its general kernel for everything else.
+// The variants are chosen at run time (docs/cuda.md, "Large plain
+// updates") so that one GPU session can time all of them.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MLART_CUDA_CACHECOPYKERNEL_H
+#define MLART_CUDA_CACHECOPYKERNEL_H
+
+#include "cuda/CudaCommon.h"
+
+#include <optional>
+#include <string>
+
+namespace mlart::cuda {
+
+/// Which kernel writes a large plain update, and its compiled-in variant.
+struct CacheCopyConfig {
+  bool enabled = false; ///< MLART_UPDATE_KERNEL: 0 general kernel, 1 this one
+  int unroll = 8;       ///< MLART_UPDATE_UNROLL: 16-byte loads a thread, 4/8/16
+  /// MLART_UPDATE_CTAS_PER_SM: 0 = one tile per CTA (no persistence), else
+  /// a persistent grid of that many CTAs an SM (1/2/4/8), capped by what
+  /// fits on an SM.
+  int ctasPerSm = 4;
+  bool early = true; ///< MLART_UPDATE_EARLY: first tile loaded before the PDL wait
+  /// MLART_UPDATE_HINTS: 0 plain loads/stores; 1 ld.global.nc.L1::no_allocate
+  /// sources, st.global.cs rows; 2 = 1 plus the L2::256B prefetch hint.
+  int hints = 1;
+};
+
+/// The configuration from these knob values (null = unset). An unset or
+/// invalid value keeps that field's default (the struct's initialisers).
+CacheCopyConfig parseCacheCopyConfig(const char *kernel, const char *unroll,
+                                     const char *ctasPerSm, const char *early,
+                                     const char *hints);
+/// The environment's configuration (read once), unless a test or the bench
+/// overrides it.
+CacheCopyConfig cacheCopyConfig();
+/// Tests and mla-bench: use `c` for the calls that follow; nullopt goes back
+/// to the environment. Calls already captured in a graph keep theirs.
+void setCacheCopyConfigForTesting(std::optional<CacheCopyConfig> c);
+/// Launches of the copy kernel so far (tests: which kernel a call took).
+uint64_t cacheCopyLaunchCount();
+/// "U=8 ctas/SM=4 early hints=1" (bench row names, messages).
+std::string describe(const CacheCopyConfig &c);
+
+/// One large plain update. Byte strides; slots as in WriteParams.
+struct CacheCopyParams {
+  const uint8_t *kv = nullptr; ///< kv_c row 0
+  int64_t kvStride = 0;        ///< bytes between kv_c rows
+  const uint8_t *kp = nullptr; ///< k_pe row 0
+  int64_t kpStride = 0;        ///< bytes between k_pe rows
+  const void *slots = nullptr;
+  int slot64 = 0;
+  int64_t slotStride = 0; ///< elements
+  int64_t T = 0;          ///< tokens written (min of tokens and slots)
+  uint8_t *cache = nullptr;
+  int64_t numSlots = 0;
+  int kvChunks = 0; ///< 16-byte chunks of a row from kv_c; the rest from k_pe
+  const int *callFailed = nullptr; ///< the validation kernel's verdict
+};
+
+/// 16-byte chunks in a row this kernel writes (bf16/f16 512 + 64).
+constexpr int kCacheCopyChunks = 72;
+
+/// Launches the kernel of `cfg` for a call that the validation kernel,
+/// launched just before on `stream`, checks. The caller has established
+/// that the call qualifies (CacheKernels.cu: plain, 16-byte aligned,
+/// kCacheCopyChunks chunks a row, no rope, no write protection).
+Status launchCacheCopy(CudaContext &ctx, const CacheCopyParams &p,
+                       const CacheCopyConfig &cfg, cudaStream_t stream);
+
+} // namespace mlart::cuda
+
+#endif // MLART_CUDA_CACHECOPYKERNEL_H
