@@ -19,12 +19,16 @@ namespace mlart::cuda {
 
 /// Which kernel writes a large plain update, and its compiled-in variant.
 struct CacheCopyConfig {
-  bool enabled = false; ///< MLART_UPDATE_KERNEL: 0 general kernel, 1 this one
+  /// MLART_UPDATE_KERNEL: 0 general kernel, 1 this one. Defaults: the best
+  /// of the H200 sweep (2026-12-03, T=65536 random slots): U=8, one tile a
+  /// CTA, early loads, hints 1: 44.3 us against 45.6 us for the general
+  /// kernel (docs/performance.md).
+  bool enabled = true;
   int unroll = 8;       ///< MLART_UPDATE_UNROLL: 16-byte loads a thread, 4/8/16
   /// MLART_UPDATE_CTAS_PER_SM: 0 = one tile per CTA (no persistence), else
   /// a persistent grid of that many CTAs an SM (1/2/4/8), capped by what
   /// fits on an SM.
-  int ctasPerSm = 4;
+  int ctasPerSm = 0;
   bool early = true; ///< MLART_UPDATE_EARLY: first tile loaded before the PDL wait
   /// MLART_UPDATE_HINTS: 0 plain loads/stores; 1 ld.global.nc.L1::no_allocate
   /// sources, st.global.cs rows; 2 = 1 plus the L2::256B prefetch hint.

@@ -151,7 +151,9 @@ struct Update {
 TEST(CacheCopyConfig, ParsesKnobs) {
   // No GPU needed.
   const CacheCopyConfig def;
-  EXPECT_FALSE(def.enabled); // off until measured on the H200
+  EXPECT_TRUE(def.enabled); // the H200 sweep's best variant
+  EXPECT_EQ(def.unroll, 8);
+  EXPECT_EQ(def.ctasPerSm, 0);
   CacheCopyConfig c = cuda::parseCacheCopyConfig(nullptr, nullptr, nullptr,
                                                  nullptr, nullptr);
   EXPECT_EQ(c.enabled, def.enabled);
