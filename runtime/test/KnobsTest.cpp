@@ -32,7 +32,7 @@ const std::map<std::string, int> kDefaults = {
     {"MLART_DECODE_VARIANT", 1}, {"MLART_DECODE_MANY", 1},
     {"MLART_DECODE_MANY_VARIANT", 1}, {"MLART_SKINNY_GEMM", 0},
     {"MLART_SKINNY_VARIANT", 0}, {"MLART_DECODE_PREFETCH", 0},
-    {"MLART_GEMM_LT", 0}, {"MLART_GEMM_AUTOTUNE", 0}};
+    {"MLART_GEMM_LT", 1}, {"MLART_GEMM_AUTOTUNE", 1}};
 
 TEST(Knobs, TableNamesAndDefaults) {
   for (Knob k : kAll) {

@@ -808,30 +808,28 @@ Status maxActiveClusters(TcKernel kernel, LaunchShape shape,
   return Status::success();
 }
 
-/// Whether the device can hold clusters of `size` (2..kMaxClusterSplits)
-/// CTAs of the kernel as `shape` launches it; asked once per device (up to
-/// kCachedDevices), kernel variant and size.
-Status clusterFits(int ordinal, bool splitK, const LaunchShape &shape,
-                   cudaStream_t stream, int size, bool *fits) {
+/// How many clusters of `size` (2..kMaxClusterSplits) CTAs of the kernel,
+/// launched as `shape`, the device holds at once; asked once per device (up
+/// to kCachedDevices), kernel variant and size.
+Status clusterCapacity(int ordinal, bool splitK, const LaunchShape &shape,
+                       cudaStream_t stream, int size, int *capacity) {
   constexpr int kCachedDevices = 64;
-  // 0: not asked yet, 1: no, 2: yes.
-  static std::atomic<uint8_t> known[kCachedDevices][2][kMaxClusterSplits + 1];
-  std::atomic<uint8_t> *slot = ordinal >= 0 && ordinal < kCachedDevices
-                                   ? &known[ordinal][splitK][size]
-                                   : nullptr;
+  // capacity + 1; 0: not asked yet.
+  static std::atomic<int> known[kCachedDevices][2][kMaxClusterSplits + 1];
+  std::atomic<int> *slot = ordinal >= 0 && ordinal < kCachedDevices
+                               ? &known[ordinal][splitK][size]
+                               : nullptr;
   if (slot) {
-    const uint8_t k = slot->load(std::memory_order_relaxed);
+    const int k = slot->load(std::memory_order_relaxed);
     if (k != 0) {
-      *fits = k == 2;
+      *capacity = k - 1;
       return Status::success();
     }
   }
-  int clusters = 0;
   MLART_RETURN_IF_ERROR(
-      maxActiveClusters(tcKernel(splitK), shape, stream, size, &clusters));
-  *fits = clusters > 0;
+      maxActiveClusters(tcKernel(splitK), shape, stream, size, capacity));
   if (slot)
-    slot->store(*fits ? 2 : 1, std::memory_order_relaxed);
+    slot->store(*capacity + 1, std::memory_order_relaxed);
   return Status::success();
 }
 
@@ -981,9 +979,13 @@ Status decodeAttention(CudaContext &ctx, const DecodeAttentionArgs &a,
                                    unsigned(H / kHeads))));
     bool fits = false;
     if (splits >= 2 && splits <= kMaxClusterSplits &&
-        knobValue(Knob::DecodeCluster) != 0)
-      MLART_RETURN_IF_ERROR(
-          clusterFits(ctx.ordinal, splitK, shape, stream, splits, &fits));
+        knobValue(Knob::DecodeCluster) != 0) {
+      int capacity = 0;
+      MLART_RETURN_IF_ERROR(clusterCapacity(ctx.ordinal, splitK, shape,
+                                            stream, splits, &capacity));
+      fits = clusterMergeKeepsWaves(int64_t(splits) * B * (H / kHeads),
+                                    splits, capacity, ctx.smCount);
+    }
     if (fits) {
       shape.clusterX = unsigned(splits);
       p.clusterMerge = 1;

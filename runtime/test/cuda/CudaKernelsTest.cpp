@@ -599,24 +599,47 @@ TEST(CudaDecodeCluster, EverySizeFits) {
   }
 }
 
+// The cluster merge is taken only when it costs no extra wave.
+TEST(CudaDecodeCluster, MergeOnlyWithoutAnExtraWave) {
+  // No GPU needed: the rule itself, with the H200's capacities.
+  EXPECT_TRUE(cuda::clusterMergeKeepsWaves(128, 2, 66, 132));   // step shape
+  EXPECT_FALSE(cuda::clusterMergeKeepsWaves(128, 4, 30, 132));  // 2 waves
+  EXPECT_TRUE(cuda::clusterMergeKeepsWaves(96, 4, 30, 132));    // 24 clusters
+  EXPECT_TRUE(cuda::clusterMergeKeepsWaves(288, 8, 15, 132));   // 3 = 3 waves
+  EXPECT_FALSE(cuda::clusterMergeKeepsWaves(252, 7, 15, 132));  // 3 > 2
+  EXPECT_FALSE(cuda::clusterMergeKeepsWaves(16, 2, 0, 132));    // no capacity
+}
+
 // Forced splits 2..8 (the cluster sizes) on the 16-head kernel, H 16 and 32,
 // lengths 0, 1, 63, 64, 65, 127, 129, the maximum and random (so some
 // splits hold no tile), bf16 and f32 output, with and without the cluster
-// merge; once with one split of each sequence dominating the softmax.
+// merge; once with one split of each sequence dominating the softmax. With
+// 18 sequences some sizes would need an extra wave of clusters and take the
+// combine kernel; with 4 every size merges in its cluster.
 TEST(CudaDecodeCluster, ForcedSplitsMatchCpuBothWays) {
   REQUIRE_GPU();
+  int merged = 0;
   for (bool cluster : {true, false}) {
     ClusterMergeSetting setting(cluster);
+    for (int64_t B : {4, 18})
     for (int splits = 2; splits <= cuda::kMaxClusterSplits; ++splits)
       for (int64_t H : {16, 32})
         for (int variant = 0; variant < 3; ++variant) {
           const std::string tag = std::string(cluster ? "cluster" : "combine") +
+                                  ", B " + std::to_string(B) +
                                   ", splits " + std::to_string(splits) +
                                   ", H " + std::to_string(H) +
                                   (variant == 1 ? ", f32 out" : "") +
                                   (variant == 2 ? ", one split dominates" : "");
           SCOPED_TRACE(tag);
-          DecodeInputs in(dev, DecodeCase{18, H, variant == 1 ? 32 : 64,
+          StatusOr<int> capacity = cuda::decodeMaxActiveClusters(splits);
+          ASSERT_TRUE(capacity.ok());
+          const bool expectCluster =
+              cluster && cuda::clusterMergeKeepsWaves(
+                             splits * B * (H / 16), splits, *capacity,
+                             dev->multiprocessorCount());
+          merged += expectCluster;
+          DecodeInputs in(dev, DecodeCase{B, H, variant == 1 ? 32 : 64,
                                           CacheLayout::Plain, DType::BF16,
                                           DType::BF16, splits, 600, 1});
           if (variant == 1) {
@@ -630,11 +653,12 @@ TEST(CudaDecodeCluster, ForcedSplitsMatchCpuBothWays) {
           Status s = dev->kernels().decodeAttention(in.deviceArgs(), nullptr);
           ASSERT_TRUE(s.ok()) << s.message();
           EXPECT_EQ(cuda::decodeClusterLaunchCount() - before,
-                    cluster ? 1u : 0u)
+                    expectCluster ? 1u : 0u)
               << "the cluster path was (not) taken";
           in.expectMatchesCpu(dev, tag);
         }
   }
+  EXPECT_GE(merged, 2 * 7 * 3) << "B=4 merges at every size";
 }
 
 // Above 8 splits the combine kernel runs even with the cluster merge on.
