@@ -23,7 +23,10 @@ constexpr Knob kAll[] = {Knob::Pdl,        Knob::DecodeCluster,
                          Knob::DecodeVariant, Knob::DecodeMany,
                          Knob::DecodeManyVariant, Knob::SkinnyGemm,
                          Knob::SkinnyVariant, Knob::DecodePrefetch,
-                         Knob::GemmLt, Knob::GemmAutotune};
+                         Knob::GemmLt, Knob::GemmAutotune,
+                         Knob::UpdateKernel, Knob::UpdateUnroll,
+                         Knob::UpdateCtasPerSm, Knob::UpdateEarly,
+                         Knob::UpdateHints};
 static_assert(std::size(kAll) == kKnobCount);
 
 /// The documented defaults (docs/cuda.md, "Environment knobs").
@@ -32,7 +35,10 @@ const std::map<std::string, int> kDefaults = {
     {"MLART_DECODE_VARIANT", 1}, {"MLART_DECODE_MANY", 1},
     {"MLART_DECODE_MANY_VARIANT", 1}, {"MLART_SKINNY_GEMM", 0},
     {"MLART_SKINNY_VARIANT", 0}, {"MLART_DECODE_PREFETCH", 0},
-    {"MLART_GEMM_LT", 1}, {"MLART_GEMM_AUTOTUNE", 1}};
+    {"MLART_GEMM_LT", 1}, {"MLART_GEMM_AUTOTUNE", 1},
+    {"MLART_UPDATE_KERNEL", 1}, {"MLART_UPDATE_UNROLL", 8},
+    {"MLART_UPDATE_CTAS_PER_SM", 0}, {"MLART_UPDATE_EARLY", 1},
+    {"MLART_UPDATE_HINTS", 1}};
 
 TEST(Knobs, TableNamesAndDefaults) {
   for (Knob k : kAll) {

@@ -24,6 +24,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "cuda/CacheCopyKernel.h"
+#include "cuda/Knobs.h"
 
 #include "cuda/Launch.h"
 
@@ -271,46 +272,22 @@ std::mutex overrideMutex;
 std::optional<CacheCopyConfig> overrideConfig;
 std::atomic<bool> haveOverride{false};
 
-bool parseInt(const char *v, int &out) {
-  if (!v || !*v)
-    return false;
-  char *end = nullptr;
-  const long x = std::strtol(v, &end, 10);
-  if (*end != '\0' || x < INT_MIN || x > INT_MAX)
-    return false;
-  out = int(x);
-  return true;
-}
-
 } // namespace
 
-CacheCopyConfig parseCacheCopyConfig(const char *kernel, const char *unroll,
-                                     const char *ctasPerSm, const char *early,
-                                     const char *hints) {
-  CacheCopyConfig c;
-  int x = 0;
-  if (parseInt(kernel, x) && (x == 0 || x == 1))
-    c.enabled = x == 1;
-  if (parseInt(unroll, x) && (x == 4 || x == 8 || x == 16))
-    c.unroll = x;
-  if (parseInt(ctasPerSm, x) && (x == 0 || x == 1 || x == 2 || x == 4 || x == 8))
-    c.ctasPerSm = x;
-  if (parseInt(early, x) && (x == 0 || x == 1))
-    c.early = x == 1;
-  if (parseInt(hints, x) && x >= 0 && x <= 2)
-    c.hints = x;
-  return c;
-}
-
 CacheCopyConfig cacheCopyConfig() {
-  static const CacheCopyConfig fromEnv = parseCacheCopyConfig(
-      std::getenv("MLART_UPDATE_KERNEL"), std::getenv("MLART_UPDATE_UNROLL"),
-      std::getenv("MLART_UPDATE_CTAS_PER_SM"), std::getenv("MLART_UPDATE_EARLY"),
-      std::getenv("MLART_UPDATE_HINTS"));
-  if (!haveOverride.load(std::memory_order_acquire))
-    return fromEnv;
-  std::lock_guard<std::mutex> lock(overrideMutex);
-  return overrideConfig.value_or(fromEnv);
+  if (haveOverride.load(std::memory_order_acquire)) {
+    std::lock_guard<std::mutex> lock(overrideMutex);
+    if (overrideConfig)
+      return *overrideConfig;
+  }
+  // The knob table (Knobs.h) reads and checks the environment once.
+  CacheCopyConfig c;
+  c.enabled = knobValue(Knob::UpdateKernel) == 1;
+  c.unroll = knobValue(Knob::UpdateUnroll);
+  c.ctasPerSm = knobValue(Knob::UpdateCtasPerSm);
+  c.early = knobValue(Knob::UpdateEarly) == 1;
+  c.hints = knobValue(Knob::UpdateHints);
+  return c;
 }
 
 void setCacheCopyConfigForTesting(std::optional<CacheCopyConfig> c) {

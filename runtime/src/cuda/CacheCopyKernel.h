@@ -35,13 +35,8 @@ struct CacheCopyConfig {
   int hints = 1;
 };
 
-/// The configuration from these knob values (null = unset). An unset or
-/// invalid value keeps that field's default (the struct's initialisers).
-CacheCopyConfig parseCacheCopyConfig(const char *kernel, const char *unroll,
-                                     const char *ctasPerSm, const char *early,
-                                     const char *hints);
-/// The environment's configuration (read once), unless a test or the bench
-/// overrides it.
+/// The configuration from the knob table (Knobs.h: MLART_UPDATE_*), unless
+/// a test or the bench overrides it.
 CacheCopyConfig cacheCopyConfig();
 /// Tests and mla-bench: use `c` for the calls that follow; nullopt goes back
 /// to the environment. Calls already captured in a graph keep theirs.

@@ -18,6 +18,10 @@ constexpr KnobChoice kDecodeMany[] = {
     {"4", 4}, {"5", 5}, {"6", 6}, {"force", kDecodeManyForce}};
 constexpr KnobChoice kPrefetchTiles[] = {
     {"0", 0}, {"1", 1}, {"2", 2}, {"3", 3}, {"4", 4}, {"6", 6}, {"8", 8}};
+constexpr KnobChoice kUpdateUnroll[] = {{"4", 4}, {"8", 8}, {"16", 16}};
+constexpr KnobChoice kUpdateCtas[] = {
+    {"0", 0}, {"1", 1}, {"2", 2}, {"4", 4}, {"8", 8}};
+constexpr KnobChoice kUpdateHints[] = {{"0", 0}, {"1", 1}, {"2", 2}};
 constexpr KnobChoice kManyVariant[] = {{"0", 0}, {"1", 1}, {"2", 2}};
 constexpr KnobChoice kSkinnyVariantChoices[] = {
     {"0", 0}, {"1", 1}, {"2", 2}, {"3", 3}, {"4", 4}};
@@ -46,6 +50,12 @@ constexpr KnobSpec kKnobs[kKnobCount] = {
     // step from 119.2-120.1 to 116.0-117.2 us on the H200 (2026-12-03).
     spec(Knob::GemmLt, "MLART_GEMM_LT", 1, kOffOn),
     spec(Knob::GemmAutotune, "MLART_GEMM_AUTOTUNE", 1, kOffOn),
+    // The streaming update kernel: the H200 sweep's best (2026-12-03).
+    spec(Knob::UpdateKernel, "MLART_UPDATE_KERNEL", 1, kOffOn),
+    spec(Knob::UpdateUnroll, "MLART_UPDATE_UNROLL", 8, kUpdateUnroll),
+    spec(Knob::UpdateCtasPerSm, "MLART_UPDATE_CTAS_PER_SM", 0, kUpdateCtas),
+    spec(Knob::UpdateEarly, "MLART_UPDATE_EARLY", 1, kOffOn),
+    spec(Knob::UpdateHints, "MLART_UPDATE_HINTS", 1, kUpdateHints),
 };
 
 constexpr bool inKnobOrder() {
@@ -60,6 +70,7 @@ constexpr int kNoOverride = INT_MIN;
 std::atomic<int> overrides[kKnobCount] = {
     kNoOverride, kNoOverride, kNoOverride, kNoOverride,
     kNoOverride, kNoOverride, kNoOverride, kNoOverride,
+    kNoOverride, kNoOverride, kNoOverride, kNoOverride, kNoOverride,
     kNoOverride, kNoOverride};
 
 const KnobValues &environmentKnobs() {

@@ -12,6 +12,7 @@
 #include "CudaTestUtil.h"
 
 #include "cuda/CacheCopyKernel.h"
+#include "cuda/Knobs.h"
 #include "cuda/Launch.h"
 
 #include <numeric>
@@ -148,42 +149,26 @@ struct Update {
   }
 };
 
-TEST(CacheCopyConfig, ParsesKnobs) {
-  // No GPU needed.
+TEST(CacheCopyConfig, DefaultsAreTheKnobTable) {
+  // No GPU needed: the struct's defaults and the knobs' (Knobs.h) agree,
+  // and with no override the configuration is the knobs' values.
   const CacheCopyConfig def;
   EXPECT_TRUE(def.enabled); // the H200 sweep's best variant
   EXPECT_EQ(def.unroll, 8);
   EXPECT_EQ(def.ctasPerSm, 0);
-  CacheCopyConfig c = cuda::parseCacheCopyConfig(nullptr, nullptr, nullptr,
-                                                 nullptr, nullptr);
-  EXPECT_EQ(c.enabled, def.enabled);
-  EXPECT_EQ(c.unroll, def.unroll);
-  EXPECT_EQ(c.ctasPerSm, def.ctasPerSm);
-  EXPECT_EQ(c.early, def.early);
-  EXPECT_EQ(c.hints, def.hints);
-  c = cuda::parseCacheCopyConfig("1", "16", "0", "0", "2");
-  EXPECT_TRUE(c.enabled);
+  EXPECT_EQ(int(def.enabled), cuda::knobSpec(cuda::Knob::UpdateKernel).defaultValue);
+  EXPECT_EQ(def.unroll, cuda::knobSpec(cuda::Knob::UpdateUnroll).defaultValue);
+  EXPECT_EQ(def.ctasPerSm,
+            cuda::knobSpec(cuda::Knob::UpdateCtasPerSm).defaultValue);
+  EXPECT_EQ(int(def.early), cuda::knobSpec(cuda::Knob::UpdateEarly).defaultValue);
+  EXPECT_EQ(def.hints, cuda::knobSpec(cuda::Knob::UpdateHints).defaultValue);
+  cuda::setKnobOverride(cuda::Knob::UpdateUnroll, 16);
+  cuda::setKnobOverride(cuda::Knob::UpdateKernel, 0);
+  CacheCopyConfig c = cuda::cacheCopyConfig();
   EXPECT_EQ(c.unroll, 16);
-  EXPECT_EQ(c.ctasPerSm, 0);
-  EXPECT_FALSE(c.early);
-  EXPECT_EQ(c.hints, 2);
-  c = cuda::parseCacheCopyConfig("0", "4", "8", "1", "0");
   EXPECT_FALSE(c.enabled);
-  EXPECT_EQ(c.unroll, 4);
-  EXPECT_EQ(c.ctasPerSm, 8);
-  EXPECT_TRUE(c.early);
-  EXPECT_EQ(c.hints, 0);
-  // Invalid values keep the defaults, field by field.
-  for (const char *bad : {"", "2", "-1", "5", "3", "x", "8x", "99999999999"}) {
-    c = cuda::parseCacheCopyConfig(bad, bad, bad, bad, bad);
-    EXPECT_EQ(c.enabled, def.enabled) << "'" << bad << "'";
-    EXPECT_EQ(c.unroll, def.unroll) << "'" << bad << "'";
-    EXPECT_EQ(c.ctasPerSm, bad == std::string("2") ? 2 : def.ctasPerSm)
-        << "'" << bad << "'";
-    EXPECT_EQ(c.early, def.early) << "'" << bad << "'";
-    EXPECT_EQ(c.hints, bad == std::string("2") ? 2 : def.hints)
-        << "'" << bad << "'";
-  }
+  cuda::setKnobOverride(cuda::Knob::UpdateUnroll, std::nullopt);
+  cuda::setKnobOverride(cuda::Knob::UpdateKernel, std::nullopt);
   EXPECT_EQ(cuda::describe(variant(8, 4, true, 1)), "U=8 ctas/SM=4 early hints=1");
   EXPECT_EQ(cuda::describe(variant(16, 0, false, 0)), "U=16 tile/CTA wait hints=0");
 }
