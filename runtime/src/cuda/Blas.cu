@@ -1,5 +1,6 @@
 //===- Blas.cu - qAbsorb, vUp and linear: skinny kernel, cuBLAS(Lt) -------===//
 #include "cuda/Blas.h"
+#include "cuda/BlasSupport.h"
 #include "cuda/BlasLt.h"
 #include "cuda/CudaCommon.h"
 #include "cuda/SkinnyGemm.h"
@@ -12,19 +13,11 @@
 namespace mlart::cuda {
 
 namespace {
-constexpr size_t kWorkspaceBytes = 32u << 20;
-
-template <typename F> bool sym(void *lib, const char *name, F &fn) {
-  fn = reinterpret_cast<F>(dlsym(lib, name));
-  return fn != nullptr;
-}
 } // namespace
 
 Blas::~Blas() {
   if (handle_ && destroy_)
     destroy_(handle_);
-  for (auto &entry : workspaces_)
-    cudaFree(entry.second);
   // The library stays loaded: unloading it at exit races with its own
   // destructors.
 }
@@ -42,12 +35,12 @@ Status Blas::load() {
     return loadStatus_ = unavailable(
                std::string("cuBLAS not found (dlopen libcublas.so.13: ") +
                dlerror() + "); set LD_LIBRARY_PATH to the CUDA 13 libraries");
-  if (!sym(lib_, "cublasCreate_v2", create_) ||
-      !sym(lib_, "cublasDestroy_v2", destroy_) ||
-      !sym(lib_, "cublasSetStream_v2", setStream_) ||
-      !sym(lib_, "cublasSetWorkspace_v2", setWorkspace_) ||
-      !sym(lib_, "cublasGemmEx", gemmEx_) ||
-      !sym(lib_, "cublasGemmStridedBatchedEx", gemmBatched_))
+  if (!loadSymbol(lib_, "cublasCreate_v2", create_) ||
+      !loadSymbol(lib_, "cublasDestroy_v2", destroy_) ||
+      !loadSymbol(lib_, "cublasSetStream_v2", setStream_) ||
+      !loadSymbol(lib_, "cublasSetWorkspace_v2", setWorkspace_) ||
+      !loadSymbol(lib_, "cublasGemmEx", gemmEx_) ||
+      !loadSymbol(lib_, "cublasGemmStridedBatchedEx", gemmBatched_))
     return loadStatus_ = unavailable("cuBLAS lacks an expected entry point");
   cublasStatus_t st = create_(&handle_);
   if (st != CUBLAS_STATUS_SUCCESS)
@@ -65,16 +58,8 @@ Status Blas::useStream(cudaStream_t stream) {
   if (st != CUBLAS_STATUS_SUCCESS)
     return internalError("cublasSetStream failed with status " +
                          std::to_string(int(st)));
-  void *workspace = nullptr;
-  for (auto &entry : workspaces_)
-    if (entry.first == stream)
-      workspace = entry.second;
-  if (!workspace) {
-    MLART_CUDA_CHECK(cudaMalloc(&workspace, kWorkspaceBytes),
-                     "cudaMalloc (cuBLAS workspace)");
-    workspaces_.emplace_back(stream, workspace);
-  }
-  st = setWorkspace_(handle_, workspace, kWorkspaceBytes);
+  MLART_ASSIGN_OR_RETURN(void *workspace, workspaces_.get(stream));
+  st = setWorkspace_(handle_, workspace, kBlasWorkspaceBytes);
   if (st != CUBLAS_STATUS_SUCCESS)
     return internalError("cublasSetWorkspace failed with status " +
                          std::to_string(int(st)));

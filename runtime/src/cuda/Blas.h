@@ -11,11 +11,11 @@
 
 #include "mlart/Status.h"
 
+#include "cuda/BlasSupport.h"
+
 #include <cublas_v2.h>
 
 #include <mutex>
-#include <utility>
-#include <vector>
 
 namespace mlart::cuda {
 
@@ -39,8 +39,7 @@ private:
   Status loadStatus_ = Status::success();
   void *lib_ = nullptr;
   cublasHandle_t handle_ = nullptr;
-  /// (stream, workspace) pairs; see useStream.
-  std::vector<std::pair<cudaStream_t, void *>> workspaces_;
+  StreamWorkspaces workspaces_; ///< see useStream
   cublasStatus_t (*create_)(cublasHandle_t *) = nullptr;
   cublasStatus_t (*destroy_)(cublasHandle_t) = nullptr;
   cublasStatus_t (*setStream_)(cublasHandle_t, cudaStream_t) = nullptr;

@@ -1,5 +1,6 @@
 //===- BlasLt.cu - cuBLASLt linear with an epilogue addend ----------------===//
 #include "cuda/BlasLt.h"
+#include "cuda/BlasSupport.h"
 #include "cuda/Knobs.h"
 #include "cuda/CudaCommon.h"
 
@@ -11,17 +12,10 @@
 namespace mlart::cuda {
 
 namespace {
-/// cuBLAS's recommended workspace on Hopper.
-constexpr size_t kWorkspaceBytes = 32u << 20;
 /// Heuristic candidates kept per shape (the autotune's N).
 constexpr int kCandidates = 8;
 /// Timed runs per candidate when autotuning (after one warm-up run).
 constexpr int kTimedRuns = 5;
-
-template <typename F> bool sym(void *lib, const char *name, F &fn) {
-  fn = reinterpret_cast<F>(dlsym(lib, name));
-  return fn != nullptr;
-}
 
 Status ltError(cublasStatus_t st, const std::string &what) {
   return internalError(what + " failed with cuBLAS status " +
@@ -73,8 +67,6 @@ bool gemmAutotuneEnabled() { return knobValue(Knob::GemmAutotune) == 1; }
 BlasLt::~BlasLt() {
   for (auto &entry : plans_)
     destroy(entry.second);
-  for (auto &entry : workspaces_)
-    cudaFree(entry.second);
   if (handle_ && destroy_)
     destroy_(handle_);
   // The library stays loaded, as libcublas does (see Blas).
@@ -104,47 +96,24 @@ Status BlasLt::load() {
     return loadStatus_ = unavailable(
                std::string("cuBLASLt not found (dlopen libcublasLt.so.13: ") +
                dlerror() + "); set LD_LIBRARY_PATH to the CUDA 13 libraries");
-  if (!sym(lib_, "cublasLtCreate", create_) ||
-      !sym(lib_, "cublasLtDestroy", destroy_) ||
-      !sym(lib_, "cublasLtMatmulDescCreate", descCreate_) ||
-      !sym(lib_, "cublasLtMatmulDescDestroy", descDestroy_) ||
-      !sym(lib_, "cublasLtMatmulDescSetAttribute", descSet_) ||
-      !sym(lib_, "cublasLtMatrixLayoutCreate", layoutCreate_) ||
-      !sym(lib_, "cublasLtMatrixLayoutDestroy", layoutDestroy_) ||
-      !sym(lib_, "cublasLtMatmulPreferenceCreate", prefCreate_) ||
-      !sym(lib_, "cublasLtMatmulPreferenceDestroy", prefDestroy_) ||
-      !sym(lib_, "cublasLtMatmulPreferenceSetAttribute", prefSet_) ||
-      !sym(lib_, "cublasLtMatmulAlgoGetHeuristic", heuristic_) ||
-      !sym(lib_, "cublasLtMatmul", matmul_))
+  if (!loadSymbol(lib_, "cublasLtCreate", create_) ||
+      !loadSymbol(lib_, "cublasLtDestroy", destroy_) ||
+      !loadSymbol(lib_, "cublasLtMatmulDescCreate", descCreate_) ||
+      !loadSymbol(lib_, "cublasLtMatmulDescDestroy", descDestroy_) ||
+      !loadSymbol(lib_, "cublasLtMatmulDescSetAttribute", descSet_) ||
+      !loadSymbol(lib_, "cublasLtMatrixLayoutCreate", layoutCreate_) ||
+      !loadSymbol(lib_, "cublasLtMatrixLayoutDestroy", layoutDestroy_) ||
+      !loadSymbol(lib_, "cublasLtMatmulPreferenceCreate", prefCreate_) ||
+      !loadSymbol(lib_, "cublasLtMatmulPreferenceDestroy", prefDestroy_) ||
+      !loadSymbol(lib_, "cublasLtMatmulPreferenceSetAttribute", prefSet_) ||
+      !loadSymbol(lib_, "cublasLtMatmulAlgoGetHeuristic", heuristic_) ||
+      !loadSymbol(lib_, "cublasLtMatmul", matmul_))
     return loadStatus_ = unavailable("cuBLASLt lacks an expected entry point");
   cublasStatus_t st = create_(&handle_);
   if (st != CUBLAS_STATUS_SUCCESS)
     return loadStatus_ = unavailable("cublasLtCreate failed with status " +
                                      std::to_string(int(st)));
   return loadStatus_;
-}
-
-// One workspace a stream: GEMMs that run concurrently on two streams must
-// not share scratch memory. The first call on a stream allocates it; if that
-// call is being captured, the allocation runs in relaxed capture mode (it is
-// not a stream operation and is not recorded in the graph).
-StatusOr<void *> BlasLt::workspace(cudaStream_t stream) {
-  for (auto &entry : workspaces_)
-    if (entry.first == stream)
-      return entry.second;
-  cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
-  MLART_CUDA_CHECK(cudaThreadExchangeStreamCaptureMode(&mode),
-                   "cudaThreadExchangeStreamCaptureMode");
-  void *ws = nullptr;
-  cudaError_t e = cudaMalloc(&ws, kWorkspaceBytes);
-  cudaError_t restore = cudaThreadExchangeStreamCaptureMode(&mode);
-  MLART_CUDA_CHECK(e, "cudaMalloc (cuBLASLt workspace)");
-  if (restore != cudaSuccess) {
-    cudaFree(ws);
-    return cudaError(restore, "cudaThreadExchangeStreamCaptureMode");
-  }
-  workspaces_.emplace_back(stream, ws);
-  return ws;
 }
 
 StatusOr<BlasLt::Plan *> BlasLt::plan(const Key &key, cudaDataType type) {
@@ -176,7 +145,7 @@ StatusOr<BlasLt::Plan *> BlasLt::plan(const Key &key, cudaDataType type) {
                    "cublasLtMatrixLayoutCreate(out)");
     cublasLtMatmulPreference_t pref = nullptr;
     MLART_LT_CHECK(prefCreate_(&pref), "cublasLtMatmulPreferenceCreate");
-    const uint64_t wsBytes = kWorkspaceBytes;
+    const uint64_t wsBytes = kBlasWorkspaceBytes;
     const uint32_t align[4] = {uint32_t(key[8]), uint32_t(key[9]),
                                uint32_t(key[10]), uint32_t(key[11])};
     cublasStatus_t st = prefSet_(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
@@ -231,7 +200,7 @@ Status BlasLt::run(const Plan &p, size_t algo, cudaStream_t stream,
   const void *c = a.addend.present() ? a.addend.data : a.out.data;
   MLART_LT_CHECK(matmul_(handle_, p.desc, &alpha, a.weight.data, p.a,
                          a.x.data, p.b, &beta, c, p.c, a.out.data, p.d,
-                         &p.algos[algo].algo, ws, kWorkspaceBytes, stream),
+                         &p.algos[algo].algo, ws, kBlasWorkspaceBytes, stream),
                  "cublasLtMatmul");
   MLART_CUDA_CHECK_LAUNCH("cublasLtMatmul");
   gLaunches.fetch_add(1, std::memory_order_relaxed);
@@ -325,7 +294,7 @@ Status BlasLt::linear(cudaStream_t stream, const LinearArgs &a) {
                    alignmentOf(a.out.data)};
   StatusOr<Plan *> p = plan(key, ltType(a.out.dtype));
   MLART_RETURN_IF_ERROR(p.status());
-  StatusOr<void *> ws = workspace(stream);
+  StatusOr<void *> ws = workspaces_.get(stream);
   MLART_RETURN_IF_ERROR(ws.status());
   Plan &planned = **p;
   // Autotuning runs the GEMM repeatedly: only eagerly (it synchronises), and

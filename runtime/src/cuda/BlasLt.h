@@ -8,10 +8,10 @@
 // stream capture of it) only launches: no descriptor creation, no
 // allocation, no synchronisation.
 //
-// Knobs (read at each call, like MLART_SKINNY_GEMM):
-//   MLART_GEMM_LT=1        plain linears (no addend) through cuBLASLt too,
-//                          instead of cublasGemmEx (an A/B switch).
-//   MLART_GEMM_AUTOTUNE=1  on the first eager call of a shape, time the
+// Knobs (Knobs.h, both on by default):
+//   MLART_GEMM_LT          plain linears (no addend) through cuBLASLt too;
+//                          0: cublasGemmEx (an A/B switch).
+//   MLART_GEMM_AUTOTUNE    on the first eager call of a shape, time the
 //                          top heuristic algorithms with events and keep
 //                          the fastest; during stream capture the cached
 //                          (or heuristic-first) algorithm is used.
@@ -20,6 +20,7 @@
 #ifndef MLART_CUDA_BLASLT_H
 #define MLART_CUDA_BLASLT_H
 
+#include "cuda/BlasSupport.h"
 #include "mlart/Kernels.h"
 #include "mlart/StatusOr.h"
 
@@ -35,9 +36,9 @@
 
 namespace mlart::cuda {
 
-/// MLART_GEMM_LT=1: route plain linears through cuBLASLt.
+/// MLART_GEMM_LT: route plain linears through cuBLASLt.
 bool ltForPlainLinear();
-/// MLART_GEMM_AUTOTUNE=1: time the top heuristic algorithms once per shape.
+/// MLART_GEMM_AUTOTUNE: time the top heuristic algorithms once per shape.
 bool gemmAutotuneEnabled();
 
 /// Process-wide counters for tests: plans (descriptor sets) created,
@@ -74,7 +75,6 @@ private:
 
   Status load();
   StatusOr<Plan *> plan(const Key &key, cudaDataType type);
-  StatusOr<void *> workspace(cudaStream_t stream);
   /// Times each candidate of `p` on `stream` and keeps the fastest.
   Status autotune(Plan &p, cudaStream_t stream, const LinearArgs &a,
                   void *ws);
@@ -88,7 +88,7 @@ private:
   void *lib_ = nullptr;
   cublasLtHandle_t handle_ = nullptr;
   std::map<Key, Plan> plans_;
-  std::vector<std::pair<cudaStream_t, void *>> workspaces_;
+  StreamWorkspaces workspaces_;
 
   cublasStatus_t (*create_)(cublasLtHandle_t *) = nullptr;
   cublasStatus_t (*destroy_)(cublasLtHandle_t) = nullptr;

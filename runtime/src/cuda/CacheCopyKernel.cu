@@ -267,20 +267,12 @@ StatusOr<int> residentCtas(KernelFn kernel) {
 
 std::atomic<uint64_t> launches{0};
 
-/// The tests' and the bench's override of the environment.
-std::mutex overrideMutex;
-std::optional<CacheCopyConfig> overrideConfig;
-std::atomic<bool> haveOverride{false};
 
 } // namespace
 
 CacheCopyConfig cacheCopyConfig() {
-  if (haveOverride.load(std::memory_order_acquire)) {
-    std::lock_guard<std::mutex> lock(overrideMutex);
-    if (overrideConfig)
-      return *overrideConfig;
-  }
-  // The knob table (Knobs.h) reads and checks the environment once.
+  // The knob table (Knobs.h) reads and checks the environment once and
+  // holds the overrides of tests and the bench.
   CacheCopyConfig c;
   c.enabled = knobValue(Knob::UpdateKernel) == 1;
   c.unroll = knobValue(Knob::UpdateUnroll);
@@ -291,9 +283,15 @@ CacheCopyConfig cacheCopyConfig() {
 }
 
 void setCacheCopyConfigForTesting(std::optional<CacheCopyConfig> c) {
-  std::lock_guard<std::mutex> lock(overrideMutex);
-  overrideConfig = c;
-  haveOverride.store(c.has_value(), std::memory_order_release);
+  auto set = [&](Knob k, int v) {
+    setKnobOverride(k, c ? std::optional<int>(v) : std::nullopt);
+  };
+  const CacheCopyConfig v = c.value_or(CacheCopyConfig());
+  set(Knob::UpdateKernel, v.enabled ? 1 : 0);
+  set(Knob::UpdateUnroll, v.unroll);
+  set(Knob::UpdateCtasPerSm, v.ctasPerSm);
+  set(Knob::UpdateEarly, v.early ? 1 : 0);
+  set(Knob::UpdateHints, v.hints);
 }
 
 std::string describe(const CacheCopyConfig &c) {

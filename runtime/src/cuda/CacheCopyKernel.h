@@ -38,8 +38,9 @@ struct CacheCopyConfig {
 /// The configuration from the knob table (Knobs.h: MLART_UPDATE_*), unless
 /// a test or the bench overrides it.
 CacheCopyConfig cacheCopyConfig();
-/// Tests and mla-bench: use `c` for the calls that follow; nullopt goes back
-/// to the environment. Calls already captured in a graph keep theirs.
+/// Tests and mla-bench: use `c` for the calls that follow (as knob
+/// overrides, Knobs.h); nullopt goes back to the environment. Calls
+/// already captured in a graph keep theirs.
 void setCacheCopyConfigForTesting(std::optional<CacheCopyConfig> c);
 /// Launches of the copy kernel so far (tests: which kernel a call took).
 uint64_t cacheCopyLaunchCount();
