@@ -1,25 +1,14 @@
 //===- StreamPlan.cpp - Dependencies and stream assignment ----------------===//
 #include "mlart/StreamPlan.h"
 
+#include "cpu/RopeMath.h"
+
 #include <algorithm>
+#include <tuple>
 
 namespace mlart {
 
 namespace {
-
-/// Byte interval [lo, hi) a view touches; empty (lo == hi) when it has no
-/// elements. Strides are non-negative (artifact views and kernel operands).
-void viewInterval(const TensorRef &v, uintptr_t &lo, uintptr_t &hi) {
-  lo = hi = reinterpret_cast<uintptr_t>(v.data);
-  const int64_t es = int64_t(dtypeSize(v.dtype));
-  int64_t last = 0;
-  for (int d = 0; d < v.rank; ++d) {
-    if (v.sizes[d] <= 0)
-      return;
-    last += (v.sizes[d] - 1) * v.strides[d];
-  }
-  hi = lo + uintptr_t(last * es + es);
-}
 
 /// Exact test for two views with the same dtype and strides: both are boxes
 /// of one row-major lattice when each stride exceeds everything the inner
@@ -90,7 +79,7 @@ bool sameStrides(const TensorRef &a, const TensorRef &b) {
 MemoryAccess MemoryAccess::ofView(const TensorRef &view, bool write) {
   MemoryAccess m;
   m.view = view;
-  viewInterval(view, m.lo, m.hi);
+  std::tie(m.lo, m.hi) = cpu::byteRange(view); // empty view: lo == hi
   m.write = write;
   return m;
 }
