@@ -679,6 +679,22 @@ int main(int argc, char **argv) {
         sweep.push_back(variant(true, u, 2, true, 0));
         sweep.push_back(variant(true, u, 2, true, 2));
       }
+      // The bulk-copy kernel (CacheBulkKernel.cu): one chunk a CTA, and
+      // persistent grids with every ring depth that fits.
+      auto bulk = [&](int stages, int ctas, bool early, int hints) {
+        cuda::CacheCopyConfig c = variant(true, 8, ctas, early, hints);
+        c.bulk = true;
+        c.stages = stages;
+        return c;
+      };
+      for (int hints : {0, 1, 2})
+        sweep.push_back(bulk(1, 0, true, hints));
+      for (int ctas : {1, 2, 4, 8})
+        for (int stages : {1, 2, 3, 4, 6})
+          if (stages * 36 * ctas <= 228)
+            sweep.push_back(bulk(stages, ctas, true, 1));
+      sweep.push_back(bulk(3, 2, true, 0));
+      sweep.push_back(bulk(3, 2, false, 1));
       CacheUpdateArgs rnd{ten(kv.data(), DType::BF16, {maxT, 512}),
                           ten(kp.data(), DType::BF16, {maxT, 64}),
                           ten(slots.data(), DType::I64, {maxT}), cache};
@@ -693,11 +709,43 @@ int main(int argc, char **argv) {
         double call = timeMs(f, quick ? 20 : 100);
         double ms = graphMs(f);
         // T=65536 in every row; "seq": slots in order.
-        add(c.enabled ? "update65536 copy" : "update65536 general",
+        add(c.bulk ? "update65536 bulk" : c.enabled ? "update65536 copy" : "update65536 general",
             (seqRow ? "seq " : "") + (c.enabled ? cuda::describe(c) : std::string("-")),
             std::isnan(ms) ? call : ms, double(maxT) * 2312, 0, call);
       }
       cuda::setCacheCopyConfigForTesting(std::nullopt);
+      // The update kernels alone, without the validation launch in front
+      // (a verdict of 0 in device memory, launched directly): how much of
+      // the gap to the copy is the kernel and how much the validation.
+      cuda::CudaContext ctx;
+      CHECK(cudaDeviceGetAttribute(&ctx.smCount, cudaDevAttrMultiProcessorCount, 0) == cudaSuccess
+                ? Status::success()
+                : internalError("cudaDeviceGetAttribute"));
+      Buffer verdict = upload(std::vector<int32_t>{0});
+      for (const bool seq : {false, true})
+        for (const cuda::CacheCopyConfig &c :
+             {variant(true, 8, 0, true, 1), bulk(1, 0, true, 1), bulk(3, 2, true, 1)}) {
+          cuda::CacheCopyParams cp;
+          cp.kv = static_cast<const uint8_t *>(kv.data());
+          cp.kvStride = 1024;
+          cp.kp = static_cast<const uint8_t *>(kp.data());
+          cp.kpStride = 128;
+          cp.slots = seq ? seqSlots.data() : slots.data();
+          cp.slot64 = 1;
+          cp.slotStride = 1;
+          cp.T = maxT;
+          cp.cache = static_cast<uint8_t *>(cache.data);
+          cp.numSlots = cache.desc.numSlots();
+          cp.kvChunks = 64;
+          cp.callFailed = static_cast<const int *>(verdict.data());
+          auto f = [&] {
+            CHECK(cuda::launchCacheCopy(ctx, cp, c, static_cast<cudaStream_t>(gStream)));
+          };
+          double call = timeMs(f, quick ? 20 : 100);
+          double ms = graphMs(f);
+          add("update65536 kernel only", (seq ? "seq " : "") + cuda::describe(c),
+              std::isnan(ms) ? call : ms, double(maxT) * 2312, 0, call);
+        }
     }
     for (int Hq : {0, 16, 128})
       for (int64_t T : {1, 16, 256, 4096}) {

@@ -22,6 +22,10 @@ constexpr KnobChoice kUpdateUnroll[] = {{"4", 4}, {"8", 8}, {"16", 16}};
 constexpr KnobChoice kUpdateCtas[] = {
     {"0", 0}, {"1", 1}, {"2", 2}, {"4", 4}, {"8", 8}};
 constexpr KnobChoice kUpdateHints[] = {{"0", 0}, {"1", 1}, {"2", 2}};
+/// 0 the general kernel, 1 the streaming kernel, 2 the bulk-copy kernel.
+constexpr KnobChoice kUpdateKernels[] = {{"0", 0}, {"1", 1}, {"2", 2}};
+constexpr KnobChoice kUpdateStages[] = {
+    {"1", 1}, {"2", 2}, {"3", 3}, {"4", 4}, {"6", 6}};
 constexpr KnobChoice kManyVariant[] = {{"0", 0}, {"1", 1}, {"2", 2}};
 constexpr KnobChoice kSkinnyVariantChoices[] = {
     {"0", 0}, {"1", 1}, {"2", 2}, {"3", 3}, {"4", 4}};
@@ -51,11 +55,12 @@ constexpr KnobSpec kKnobs[kKnobCount] = {
     spec(Knob::GemmLt, "MLART_GEMM_LT", 1, kOffOn),
     spec(Knob::GemmAutotune, "MLART_GEMM_AUTOTUNE", 1, kOffOn),
     // The streaming update kernel: the H200 sweep's best (2026-12-03).
-    spec(Knob::UpdateKernel, "MLART_UPDATE_KERNEL", 1, kOffOn),
+    spec(Knob::UpdateKernel, "MLART_UPDATE_KERNEL", 1, kUpdateKernels),
     spec(Knob::UpdateUnroll, "MLART_UPDATE_UNROLL", 8, kUpdateUnroll),
     spec(Knob::UpdateCtasPerSm, "MLART_UPDATE_CTAS_PER_SM", 0, kUpdateCtas),
     spec(Knob::UpdateEarly, "MLART_UPDATE_EARLY", 1, kOffOn),
     spec(Knob::UpdateHints, "MLART_UPDATE_HINTS", 1, kUpdateHints),
+    spec(Knob::UpdateStages, "MLART_UPDATE_STAGES", 2, kUpdateStages),
 };
 
 constexpr bool inKnobOrder() {
@@ -71,7 +76,7 @@ std::atomic<int> overrides[kKnobCount] = {
     kNoOverride, kNoOverride, kNoOverride, kNoOverride,
     kNoOverride, kNoOverride, kNoOverride, kNoOverride,
     kNoOverride, kNoOverride, kNoOverride, kNoOverride, kNoOverride,
-    kNoOverride, kNoOverride};
+    kNoOverride, kNoOverride, kNoOverride};
 
 const KnobValues &environmentKnobs() {
   static const KnobValues values = [] {

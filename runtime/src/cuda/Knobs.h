@@ -29,13 +29,14 @@ enum class Knob : int {
   DecodePrefetch,    ///< MLART_DECODE_PREFETCH: decode tiles prefetched
   GemmLt,            ///< MLART_GEMM_LT: plain linears through cuBLASLt
   GemmAutotune,      ///< MLART_GEMM_AUTOTUNE: time cuBLASLt's algorithms
-  UpdateKernel,      ///< MLART_UPDATE_KERNEL: streaming large-update kernel
+  UpdateKernel,      ///< MLART_UPDATE_KERNEL: large-update kernel 0/1/2
   UpdateUnroll,      ///< MLART_UPDATE_UNROLL: its 16-byte loads a thread
   UpdateCtasPerSm,   ///< MLART_UPDATE_CTAS_PER_SM: 0 = a tile a CTA
   UpdateEarly,       ///< MLART_UPDATE_EARLY: first tile before the wait
   UpdateHints,       ///< MLART_UPDATE_HINTS: cache hints 0 / 1 / 2
+  UpdateStages,      ///< MLART_UPDATE_STAGES: the bulk kernel's ring
 };
-constexpr int kKnobCount = 15;
+constexpr int kKnobCount = 16;
 
 /// MLART_DECODE_MANY's value for "force"; 0 is off, 1 on (by shape), 2..6
 /// on with that timing variant of the cp.async kernel.
