@@ -1,7 +1,7 @@
 //===- StreamPlan.cpp - Dependencies and stream assignment ----------------===//
 #include "mlart/StreamPlan.h"
 
-#include "cpu/RopeMath.h"
+#include "TensorRefUtil.h"
 
 #include <algorithm>
 #include <tuple>
@@ -79,7 +79,7 @@ bool sameStrides(const TensorRef &a, const TensorRef &b) {
 MemoryAccess MemoryAccess::ofView(const TensorRef &view, bool write) {
   MemoryAccess m;
   m.view = view;
-  std::tie(m.lo, m.hi) = cpu::byteRange(view); // empty view: lo == hi
+  std::tie(m.lo, m.hi) = byteRange(view); // empty view: lo == hi
   m.write = write;
   return m;
 }
