@@ -120,6 +120,7 @@ ReplayTimeline layoutReplay(std::vector<TraceActivity> activities) {
     auto it = streamEnd.find(a.stream);
     e.streamGapUs = it == streamEnd.end() ? NAN : us(a.start, it->second);
     e.idleBeforeUs = i > 0 && a.start > maxEnd ? us(a.start, maxEnd) : 0.0;
+    e.criticalGapUs = NAN;
     // The union of [start, end) in start order: only what lies past maxEnd
     // is new busy time.
     if (end > std::max(a.start, maxEnd))
@@ -155,6 +156,7 @@ ReplayTimeline layoutReplay(std::vector<TraceActivity> activities) {
         best = i;
     if (best == r.entries.size() || r.entries[best].critical)
       break;
+    r.entries[cur].criticalGapUs = us(start, endOf(best));
     cur = best;
   }
   return r;
@@ -189,18 +191,25 @@ std::string formatTimelineText(const std::vector<ReplayTimeline> &replays,
                   t.idleUs, t.entries.size(), t.streams);
     out += line;
     out += "   #  stream  start_us    end_us    dur_us  str_gap  idle_bef  "
-           "crit  name\n";
+           "crit_gap  name\n";
     for (size_t i = 0; i < t.entries.size(); ++i) {
       const TimelineEntry &e = t.entries[i];
-      char gap[32];
+      char gap[32], crit[32];
       if (std::isnan(e.streamGapUs))
         std::snprintf(gap, sizeof gap, "%7s", "-");
       else
         std::snprintf(gap, sizeof gap, "%7.2f", e.streamGapUs);
+      // "*": first on the critical path; a gap: later on it; blank: off it.
+      if (!e.critical)
+        std::snprintf(crit, sizeof crit, "%8s", "");
+      else if (std::isnan(e.criticalGapUs))
+        std::snprintf(crit, sizeof crit, "%8s", "*");
+      else
+        std::snprintf(crit, sizeof crit, "%8.2f", e.criticalGapUs);
       std::snprintf(line, sizeof line,
-                    "%4zu  %6u  %8.2f  %8.2f  %8.2f  %s  %8.2f  %4s  %s\n", i,
+                    "%4zu  %6u  %8.2f  %8.2f  %8.2f  %s  %8.2f  %s  %s\n", i,
                     e.activity.stream, e.startUs, e.endUs, e.durationUs, gap,
-                    e.idleBeforeUs, e.critical ? "*" : "", e.shortName.c_str());
+                    e.idleBeforeUs, crit, e.shortName.c_str());
       out += line;
     }
     out += "\n";
@@ -231,6 +240,7 @@ std::string formatTimelineJson(const std::vector<ReplayTimeline> &replays,
              ", \"stream_gap_us\": " + fixed(e.streamGapUs) +
              ", \"idle_before_us\": " + fixed(e.idleBeforeUs) +
              ", \"critical\": " + (e.critical ? "true" : "false") +
+             ", \"critical_gap_us\": " + fixed(e.criticalGapUs) +
              ", \"bytes\": " + std::to_string(e.activity.bytes) + "}" +
              (i + 1 < t.entries.size() ? ",\n" : "\n");
     }

@@ -46,6 +46,9 @@ struct TimelineEntry {
   /// last before the current one started. An estimate: it does not know
   /// the graph's edges, only who finished last.
   bool critical = false;
+  /// Critical activities: since their predecessor on that path ended (NaN
+  /// for the path's first activity and for activities off the path).
+  double criticalGapUs = 0;
 };
 
 struct ReplayTimeline {
@@ -83,7 +86,8 @@ std::string formatTimelineText(const std::vector<ReplayTimeline> &replays,
 /// The timelines as JSON: {"title", "replays": [{"span_us", "busy_us",
 /// "idle_us", "streams", "activities": [{"name", "short_name", "kind",
 /// "stream", "start_us", "end_us", "duration_us", "stream_gap_us"
-/// (null when none), "idle_before_us", "critical", "bytes"}]}]}.
+/// (null when none), "idle_before_us", "critical", "critical_gap_us" (null
+/// when none), "bytes"}]}]}.
 std::string formatTimelineJson(const std::vector<ReplayTimeline> &replays,
                                const std::string &title);
 

@@ -74,6 +74,10 @@ TEST(Timeline, TwoStreamsGapsIdleAndCriticalPath) {
   EXPECT_FALSE(t.entries[1].critical);
   EXPECT_TRUE(t.entries[2].critical);
   EXPECT_TRUE(t.entries[3].critical);
+  EXPECT_TRUE(std::isnan(t.entries[0].criticalGapUs)); // the path's start
+  EXPECT_TRUE(std::isnan(t.entries[1].criticalGapUs)); // off the path
+  EXPECT_DOUBLE_EQ(t.entries[2].criticalGapUs, 0.5);   // after a
+  EXPECT_DOUBLE_EQ(t.entries[3].criticalGapUs, 1.0);   // after c
 }
 
 TEST(Timeline, WindowsSplitReplaysAndDropTheRest) {
@@ -116,6 +120,10 @@ TEST(Timeline, TextAndJson) {
   EXPECT_NE(json.find("\"stream_gap_us\": null"), std::string::npos) << json;
   EXPECT_NE(json.find("\"stream_gap_us\": 0.500"), std::string::npos) << json;
   EXPECT_NE(json.find("\"span_us\": 2.000"), std::string::npos) << json;
+  EXPECT_NE(json.find("\"critical_gap_us\": 0.500"), std::string::npos)
+      << json;
+  // The second kernel's row: on the critical path, 0.5 us after the first.
+  EXPECT_NE(text.find("      0.50  k2\n"), std::string::npos) << text;
   EXPECT_EQ(json.find("nan"), std::string::npos) << json;
 }
 
