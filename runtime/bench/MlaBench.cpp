@@ -5,6 +5,8 @@
 //                  [--no-ceilings] [--codegen-only]
 //                  [--step=ARTIFACT ...] [--step-context=L] [--step-only]
 //                  [--update-t=T] [--gemm-only]
+//                  [--timeline=OUT.txt [--timeline-replays=N]
+//                   [--timeline-streams=N]] (with --step; needs CUPTI)
 // Times every kernel with CUDA events (warm-up, then the median of many
 // individually bracketed calls), and measures in the same run the two
 // ceilings: a large device-to-device copy (bytes read + written) and a cuBLAS
@@ -15,6 +17,7 @@
 #include "mlart/Codegen.h"
 #include "mlart/CudaDevice.h"
 #include "StepBench.h"
+#include "StepTimeline.h"
 #include "cuda/CacheCopyKernel.h"
 #include "cuda/Knobs.h"
 #include "cuda/SkinnyGemmPlan.h"
@@ -468,6 +471,8 @@ int main(int argc, char **argv) {
   int64_t updateT = 0;
   int decodeH = 0, decodeB = 0;
   int64_t decodeL = 0;
+  std::string timelinePath; // --timeline: trace step replays, nothing else
+  int timelineReplays = 5, timelineStreams = 0; // 0: 1 and 2
   for (int i = 1; i < argc; ++i) {
     if (std::string(argv[i]) == "--quick")
       quick = true;
@@ -497,13 +502,32 @@ int main(int argc, char **argv) {
       gemmOnly = true;
     else if (std::string(argv[i]).rfind("--update-t=", 0) == 0)
       updateT = std::atoll(argv[i] + 11); // only cache_update at this T
+    else if (std::string(argv[i]).rfind("--timeline=", 0) == 0)
+      timelinePath = argv[i] + 11;
+    else if (std::string(argv[i]).rfind("--timeline-replays=", 0) == 0)
+      timelineReplays = std::atoi(argv[i] + 19);
+    else if (std::string(argv[i]).rfind("--timeline-streams=", 0) == 0)
+      timelineStreams = std::atoi(argv[i] + 19);
     else
       jsonPath = argv[i];
+  }
+#ifndef MLA_BENCH_HAVE_CUPTI
+  if (!timelinePath.empty()) {
+    std::fprintf(stderr, "mla-bench: --timeline: built without CUPTI (CMake "
+                         "found no libcupti in the CUDA toolkit)\n");
+    return 2;
+  }
+#endif
+  if (!timelinePath.empty() &&
+      (stepPaths.empty() || timelineReplays < 1 || timelineStreams < 0)) {
+    std::fprintf(stderr, "mla-bench: --timeline needs --step=ARTIFACT, "
+                         "--timeline-replays >= 1, --timeline-streams >= 1\n");
+    return 2;
   }
   auto d = createCudaDevice(0);
   if (!d.ok()) {
     std::printf("mla-bench: no GPU: %s\n", d.status().message().c_str());
-    return 0;
+    return timelinePath.empty() ? 0 : 1;
   }
   std::unique_ptr<CudaDevice> dev = std::move(d).value();
   gDev = dev.get();
@@ -515,6 +539,23 @@ int main(int argc, char **argv) {
   std::mt19937 rng(1234);
   std::printf("device: %s, %d SMs, L2 %zu MB\n", dev->deviceName().c_str(),
               dev->multiprocessorCount(), dev->l2CacheBytes() >> 20);
+#ifdef MLA_BENCH_HAVE_CUPTI
+  if (!timelinePath.empty()) {
+    bench::StepTimelineOptions o;
+    o.steps = stepPaths;
+    o.context = stepContext;
+    if (timelineStreams > 0)
+      o.streams = {timelineStreams};
+    o.replays = timelineReplays;
+    o.path = timelinePath;
+    Status s = bench::runStepTimeline(*dev, gStream, o, rng);
+    if (!s.ok()) {
+      std::fprintf(stderr, "mla-bench: --timeline: %s\n", s.message().c_str());
+      return 1;
+    }
+    return 0;
+  }
+#endif
 
   std::printf("us = GPU time per call in a captured graph (20 calls/graph, median of 20 replays);\n"
               "us/call = one call bracketed by events (median), includes host launch latency\n");

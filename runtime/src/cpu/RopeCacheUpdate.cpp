@@ -13,6 +13,7 @@
 #include "cpu/CpuKernels.h"
 #include "cpu/RopeMath.h"
 #include "cpu/IndexAccess.h"
+#include "TensorRefUtil.h"
 
 #include <cstring>
 #include <string>

@@ -16,8 +16,6 @@ constexpr KnobChoice kOffOn[] = {{"0", 0}, {"1", 1}};
 constexpr KnobChoice kDecodeMany[] = {
     {"0", 0}, {"1", 1}, {"2", 2}, {"3", 3},
     {"4", 4}, {"5", 5}, {"6", 6}, {"force", kDecodeManyForce}};
-constexpr KnobChoice kPrefetchTiles[] = {
-    {"0", 0}, {"1", 1}, {"2", 2}, {"3", 3}, {"4", 4}, {"6", 6}, {"8", 8}};
 constexpr KnobChoice kUpdateUnroll[] = {{"4", 4}, {"8", 8}, {"16", 16}};
 constexpr KnobChoice kUpdateCtas[] = {
     {"0", 0}, {"1", 1}, {"2", 2}, {"4", 4}, {"8", 8}};
@@ -50,7 +48,6 @@ constexpr KnobSpec kKnobs[kKnobCount] = {
     spec(Knob::SkinnyGemm, "MLART_SKINNY_GEMM", 0, kOffOn),
     spec(Knob::SkinnyVariant, "MLART_SKINNY_VARIANT", 0,
          kSkinnyVariantChoices),
-    spec(Knob::DecodePrefetch, "MLART_DECODE_PREFETCH", 0, kPrefetchTiles),
     // On: with concurrent streams the tuned cuBLASLt GEMMs took the V2-Lite
     // step from 119.2-120.1 to 116.0-117.2 us on the H200 (2026-12-03).
     spec(Knob::GemmLt, "MLART_GEMM_LT", 1, kOffOn),
@@ -73,11 +70,12 @@ constexpr bool inKnobOrder() {
 static_assert(inKnobOrder(), "kKnobs must list the knobs in Knob order");
 
 constexpr int kNoOverride = INT_MIN;
+// Constant-initialized (one kNoOverride per knob), so no static
+// initialization order can see a zero.
 std::atomic<int> overrides[kKnobCount] = {
-    kNoOverride, kNoOverride, kNoOverride, kNoOverride,
-    kNoOverride, kNoOverride, kNoOverride, kNoOverride,
     kNoOverride, kNoOverride, kNoOverride, kNoOverride, kNoOverride,
-    kNoOverride, kNoOverride, kNoOverride};
+    kNoOverride, kNoOverride, kNoOverride, kNoOverride, kNoOverride,
+    kNoOverride, kNoOverride, kNoOverride, kNoOverride, kNoOverride};
 
 const KnobValues &environmentKnobs() {
   static const KnobValues values = [] {

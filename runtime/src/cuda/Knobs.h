@@ -26,7 +26,6 @@ enum class Knob : int {
   DecodeManyVariant, ///< MLART_DECODE_MANY_VARIANT: its TMA variants
   SkinnyGemm,        ///< MLART_SKINNY_GEMM: the M <= 64 GEMM
   SkinnyVariant,     ///< MLART_SKINNY_VARIANT: its A/B variants
-  DecodePrefetch,    ///< MLART_DECODE_PREFETCH: decode tiles prefetched
   GemmLt,            ///< MLART_GEMM_LT: plain linears through cuBLASLt
   GemmAutotune,      ///< MLART_GEMM_AUTOTUNE: time cuBLASLt's algorithms
   UpdateKernel,      ///< MLART_UPDATE_KERNEL: large-update kernel 0..3
@@ -36,7 +35,7 @@ enum class Knob : int {
   UpdateHints,       ///< MLART_UPDATE_HINTS: cache hints 0 / 1 / 2
   UpdateStages,      ///< MLART_UPDATE_STAGES: the bulk kernel's ring
 };
-constexpr int kKnobCount = 16;
+constexpr int kKnobCount = 15;
 
 /// MLART_DECODE_MANY's value for "force"; 0 is off, 1 on (by shape), 2..6
 /// on with that timing variant of the cp.async kernel.
