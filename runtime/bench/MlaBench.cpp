@@ -698,6 +698,25 @@ int main(int argc, char **argv) {
       double ms = graphMs(fn);
       add("cache_update bf16", "T=65536 seq slots", std::isnan(ms) ? call : ms,
           double(maxT) * 2312, 0, call);
+      // Prefill's pattern: whole 64-token blocks in random order, tokens in
+      // order inside a block (a paged allocator's slots), default kernel.
+      {
+        std::vector<int64_t> blocks(static_cast<size_t>(slotsN / bs));
+        std::iota(blocks.begin(), blocks.end(), 0);
+        std::shuffle(blocks.begin(), blocks.end(), rng);
+        std::vector<int64_t> paged(static_cast<size_t>(maxT));
+        for (int64_t t = 0; t < maxT; ++t)
+          paged[size_t(t)] = blocks[size_t(t / bs)] * bs + t % bs;
+        Buffer pagedSlots = upload(paged);
+        CacheUpdateArgs pa{ten(kv.data(), DType::BF16, {maxT, 512}),
+                           ten(kp.data(), DType::BF16, {maxT, 64}),
+                           ten(pagedSlots.data(), DType::I64, {maxT}), cache};
+        auto pf = [&] { CHECK(k.cacheUpdate(pa, gStream)); };
+        double pcall = timeMs(pf, quick ? 20 : 100);
+        double pms = graphMs(pf);
+        add("cache_update bf16", "T=65536 paged slots", std::isnan(pms) ? pcall : pms,
+            double(maxT) * 2312, 0, pcall);
+      }
       // The large-update kernels side by side (docs/cuda.md, "Large plain
       // updates"): the general kernel, then every copy-kernel variant worth
       // timing, T=65536 random slots (and the default variant in order).
