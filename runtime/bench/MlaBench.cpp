@@ -724,6 +724,7 @@ int main(int argc, char **argv) {
       auto variant = [](bool on, int u, int ctas, bool early, int hints) {
         cuda::CacheCopyConfig c;
         c.enabled = on;
+        c.bulk = false; // the streaming kernel; bulk() below sets it
         c.unroll = u;
         c.ctasPerSm = ctas;
         c.early = early;

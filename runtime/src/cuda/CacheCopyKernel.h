@@ -20,12 +20,13 @@ namespace mlart::cuda {
 /// Which kernel writes a large plain update, and its compiled-in variant.
 struct CacheCopyConfig {
   /// MLART_UPDATE_KERNEL: 0 general kernel, 1 this one, 2 the bulk-copy
-  /// kernel (CacheBulkKernel.h). Defaults: the best of the H200 sweep
-  /// (2026-12-03, T=65536 random slots): U=8, one tile a CTA, early loads,
-  /// hints 1: 44.3 us against 45.6 us for the general kernel
-  /// (docs/performance.md).
+  /// kernel (CacheBulkKernel.h). Defaults: the best of the H200 sweeps
+  /// (2026-12-03, T=65536 random slots): the bulk kernel, one 32-row chunk
+  /// a CTA, early loads, hints 1: 43.6-43.7 us against 44.2-44.3 us for
+  /// this kernel (U=8, one tile a CTA) and 45.3 us for the general one in
+  /// the same runs (docs/performance.md, session 6).
   bool enabled = true;
-  bool bulk = false; ///< MLART_UPDATE_KERNEL=2
+  bool bulk = true; ///< MLART_UPDATE_KERNEL=2
   /// MLART_UPDATE_STAGES: the bulk kernel's ring of 32-row stages (36 KB
   /// each) when persistent; one chunk a CTA (ctasPerSm 0) uses one stage.
   int stages = 2;

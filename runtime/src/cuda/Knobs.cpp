@@ -51,8 +51,8 @@ constexpr KnobSpec kKnobs[kKnobCount] = {
     // step from 119.2-120.1 to 116.0-117.2 us on the H200 (2026-12-03).
     spec(Knob::GemmLt, "MLART_GEMM_LT", 1, kOffOn),
     spec(Knob::GemmAutotune, "MLART_GEMM_AUTOTUNE", 1, kOffOn),
-    // The streaming update kernel: the H200 sweep's best (2026-12-03).
-    spec(Knob::UpdateKernel, "MLART_UPDATE_KERNEL", 1, kUpdateKernels),
+    // The bulk-copy update kernel: the H200 sweeps' best (2026-12-03, s6).
+    spec(Knob::UpdateKernel, "MLART_UPDATE_KERNEL", 2, kUpdateKernels),
     spec(Knob::UpdateUnroll, "MLART_UPDATE_UNROLL", 8, kUpdateUnroll),
     spec(Knob::UpdateCtasPerSm, "MLART_UPDATE_CTAS_PER_SM", 0, kUpdateCtas),
     spec(Knob::UpdateEarly, "MLART_UPDATE_EARLY", 1, kOffOn),

@@ -1,7 +1,8 @@
-//===- CacheCopyKernelTest.cpp - The streaming large-update kernel --------===//
+//===- CacheCopyKernelTest.cpp - The large-update kernels (streaming, bulk) -===//
 //
 // Large plain bf16/f16 cache updates take the copy kernel of
-// CacheCopyKernel.cu when MLART_UPDATE_KERNEL=1 (here: the test override).
+// CacheCopyKernel.cu (MLART_UPDATE_KERNEL=1) or the bulk-copy kernel of
+// CacheBulkKernel.cu (=2, the default) (here: the test override).
 // Every compiled variant must write exactly the CPU reference's bytes into
 // a cache of random bytes (the whole cache is compared, so a stray write
 // anywhere fails), write nothing for a call with a bad slot, and read its
@@ -53,6 +54,7 @@ std::vector<CacheCopyConfig> allVariants() {
         for (int hints : {0, 1, 2}) {
           CacheCopyConfig c;
           c.enabled = true;
+          c.bulk = false; // the streaming kernel
           c.unroll = u;
           c.ctasPerSm = ctas;
           c.early = early;
@@ -72,9 +74,11 @@ std::vector<CacheCopyConfig> allVariants() {
   return out;
 }
 
+/// A streaming-kernel variant (CacheCopyKernel.cu).
 CacheCopyConfig variant(int u, int ctas, bool early, int hints) {
   CacheCopyConfig c;
   c.enabled = true;
+  c.bulk = false;
   c.unroll = u;
   c.ctasPerSm = ctas;
   c.early = early;
@@ -174,10 +178,12 @@ TEST(CacheCopyConfig, DefaultsAreTheKnobTable) {
   // No GPU needed: the struct's defaults and the knobs' (Knobs.h) agree,
   // and with no override the configuration is the knobs' values.
   const CacheCopyConfig def;
-  EXPECT_TRUE(def.enabled); // the H200 sweep's best variant
+  EXPECT_TRUE(def.enabled); // the H200 sweeps' best variant
+  EXPECT_TRUE(def.bulk);
   EXPECT_EQ(def.unroll, 8);
   EXPECT_EQ(def.ctasPerSm, 0);
-  EXPECT_EQ(int(def.enabled), cuda::knobSpec(cuda::Knob::UpdateKernel).defaultValue);
+  EXPECT_EQ(def.bulk ? 2 : int(def.enabled),
+            cuda::knobSpec(cuda::Knob::UpdateKernel).defaultValue);
   EXPECT_EQ(def.unroll, cuda::knobSpec(cuda::Knob::UpdateUnroll).defaultValue);
   EXPECT_EQ(def.ctasPerSm,
             cuda::knobSpec(cuda::Knob::UpdateCtasPerSm).defaultValue);
