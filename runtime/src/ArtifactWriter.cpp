@@ -236,11 +236,13 @@ uint32_t ArtifactWriter::ropeCacheUpdate(uint32_t cache, uint32_t kvC,
                                          RopeStyle style, uint32_t qPe,
                                          uint32_t kPeOut,
                                          const std::string &loc,
-                                         uint32_t qPeIn) {
-  return addInstruction(
-      make(Opcode::RopeCacheUpdate,
-           {kvC, kPe, slotMapping, positions, cosSin, qPe, kPeOut, qPeIn}, loc,
-           cache, 0.0f, int32_t(style)));
+                                         uint32_t qPeIn,
+                                         uint32_t latentNormWeight,
+                                         float latentNormEpsilon) {
+  return addInstruction(make(Opcode::RopeCacheUpdate,
+                             {kvC, kPe, slotMapping, positions, cosSin, qPe,
+                              kPeOut, qPeIn, latentNormWeight},
+                             loc, cache, latentNormEpsilon, int32_t(style)));
 }
 uint32_t ArtifactWriter::decodeAttention(uint32_t cache, uint32_t q,
                                          uint32_t blockTable, uint32_t seqLens,
