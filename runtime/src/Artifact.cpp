@@ -876,11 +876,13 @@ private:
         return invalid(what + ": operands 'q_pe_in' and 'q_pe' differ in "
                               "shape or dtype");
     }
-    if (inst.opcode == Opcode::RopeCacheUpdate && inst.operands[8] != kNoIndex &&
+    if (inst.opcode == Opcode::RopeCacheUpdate &&
+        inst.operands[8] != kNoIndex &&
         a_.views_[inst.operands[8]].sizes[0] !=
             a_.caches_[inst.cache].desc.latentRank)
-      return invalid(what + ": operand 'latent_norm_weight' must have the "
-                            "cache's latent rank " +
+      return invalid(what +
+                     ": operand 'latent_norm_weight' must have the "
+                     "cache's latent rank " +
                      std::to_string(a_.caches_[inst.cache].desc.latentRank));
     if (inst.opcode == Opcode::Linear && inst.operands[3] != kNoIndex) {
       // The addend is summed into out before rounding: out's shape and dtype.

@@ -82,8 +82,8 @@ class LatentNormGrid
 // 2 fp8_ds_mla.
 TEST_P(LatentNormGrid, EqualsNormThenFusedUpdate) {
   const auto [layoutCase, weightType, tokens] = GetParam();
-  const DType act = layoutCase == 0 && weightType == DType::F32 ? DType::F32
-                                                                 : DType::BF16;
+  const DType act =
+      layoutCase == 0 && weightType == DType::F32 ? DType::F32 : DType::BF16;
   const KVCacheDesc desc =
       layoutCase == 0   ? cacheDesc(CacheLayout::Plain, act)
       : layoutCase == 1 ? cacheDesc(CacheLayout::Fp8PerTensor, DType::F8E4M3FN)
@@ -99,8 +99,8 @@ TEST_P(LatentNormGrid, EqualsNormThenFusedUpdate) {
 
   // Unfused: rmsNorm into kv_c's dtype, then the fused rope + update.
   HostTensor normed(act, {tokens, kLatent});
-  ASSERT_TRUE(k.rmsNorm({in.kvC.ref, in.weight.ref, 1e-6f, normed.ref}, nullptr)
-                  .ok());
+  ASSERT_TRUE(
+      k.rmsNorm({in.kvC.ref, in.weight.ref, 1e-6f, normed.ref}, nullptr).ok());
   HostTensor refK = in.kPe;
   ASSERT_TRUE(k.ropeCacheUpdate(argsFor(normed, refK, in, ref), nullptr).ok());
 
@@ -120,9 +120,9 @@ TEST_P(LatentNormGrid, EqualsNormThenFusedUpdate) {
   std::vector<uint8_t> poison(size_t(desc.rowBytes()), kPoison);
   int64_t poisoned = 0;
   for (int64_t r = 0; r < desc.numSlots(); ++r)
-    poisoned += std::memcmp(static_cast<uint8_t *>(fused.data()) +
-                                r * desc.rowBytes(),
-                            poison.data(), poison.size()) == 0;
+    poisoned +=
+        std::memcmp(static_cast<uint8_t *>(fused.data()) + r * desc.rowBytes(),
+                    poison.data(), poison.size()) == 0;
   EXPECT_EQ(poisoned, desc.numSlots() - (tokens > 1 ? tokens - 1 : tokens));
 }
 
@@ -130,8 +130,7 @@ INSTANTIATE_TEST_SUITE_P(
     Layouts, LatentNormGrid,
     ::testing::Combine(::testing::Values(0, 1, 2),
                        ::testing::Values(DType::BF16, DType::F32),
-                       ::testing::Values(int64_t(1), int64_t(5),
-                                         int64_t(64))));
+                       ::testing::Values(int64_t(1), int64_t(5), int64_t(64))));
 
 // The stored latent against a float64 norm: one bf16 rounding.
 TEST(LatentNormCacheUpdate, MatchesFloat64) {
@@ -146,7 +145,8 @@ TEST(LatentNormCacheUpdate, MatchesFloat64) {
   a.latentNormWeight = in.weight.ref;
   a.latentNormEpsilon = 1e-6f;
   ASSERT_TRUE(dev->kernels().ropeCacheUpdate(a, nullptr).ok());
-  const int64_t *slots = reinterpret_cast<const int64_t *>(in.slots.bytes.data());
+  const int64_t *slots =
+      reinterpret_cast<const int64_t *>(in.slots.bytes.data());
   for (int64_t t = 0; t < tokens; ++t) {
     if (slots[t] < 0)
       continue;

@@ -373,7 +373,7 @@ static LogicalResult verifyLatentNorm(RopeKVCacheUpdateOp op,
   std::optional<APFloat> epsilon = op.getLatentNormEpsilon();
   if (static_cast<bool>(weight) != epsilon.has_value())
     return op.emitOpError() << "expected a latent norm weight and epsilon "
-                            "together";
+                               "together";
   if (!weight)
     return success();
   if (failed(check.dim(weight, "latent_norm weight", 0, cache.getLatentRank(),
@@ -417,7 +417,6 @@ LogicalResult RopeKVCacheUpdateOp::verify() {
                            << getKPe().getType() << ", got " << kOut.getType();
   return verifyLatentNorm(*this, cache);
 }
-
 
 //===----------------------------------------------------------------------===//
 // Attention

@@ -44,8 +44,8 @@ struct FoldNormIntoUpdate : OpRewritePattern<RopeKVCacheUpdateOp> {
         update.getKPeOut() ? update.getKPeOut().getType() : Type(),
         update.getStyleAttr(), norm.getInput(), update.getKPe(),
         update.getPositions(), update.getCosSin(), update.getSlotMapping(),
-        update.getCache(), update.getQPe(), update.getScale(),
-        norm.getWeight(), norm.getEpsilonAttr());
+        update.getCache(), update.getQPe(), update.getScale(), norm.getWeight(),
+        norm.getEpsilonAttr());
     // Keep whatever else the update carries (a discardable attribute).
     for (NamedAttribute attr : update->getDiscardableAttrs())
       fused->setAttr(attr.getName(), attr.getValue());
@@ -64,8 +64,8 @@ struct MLAFuseKVNormPass : mla::impl::MLAFuseKVNormBase<MLAFuseKVNormPass> {
     patterns.add<FoldNormIntoUpdate>(&getContext(), numFused);
     GreedyRewriteConfig config;
     config.enableFolding(false);
-    if (failed(applyPatternsGreedily(getOperation(), std::move(patterns),
-                                     config)))
+    if (failed(
+            applyPatternsGreedily(getOperation(), std::move(patterns), config)))
       signalPassFailure();
   }
 };

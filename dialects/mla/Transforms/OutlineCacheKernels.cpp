@@ -56,7 +56,7 @@ struct KernelPlan {
   int64_t threadsPerToken = 0;
   int64_t tokensPerBlock = 0;
   bool rope = false, dsMla = false, q = false;
-  bool norm = false; ///< latent RMSNorm before the write
+  bool norm = false;      ///< latent RMSNorm before the write
   int64_t normGroups = 0; ///< 8-lane groups of a token's latent threads
   int64_t blockThreads() const { return threadsPerToken * tokensPerBlock; }
 };
@@ -431,22 +431,24 @@ Value KernelEmitter::normalize(Value latent, Value w, Value x, Value y) {
   }
   Value sums = func.getWorkgroupAttributions().front();
   Value group = arith::DivUIOp::create(b, x, cst(8));
-  Value leader = andI(lt(x, cst(p.latThreads)),
-                      arith::CmpIOp::create(b, arith::CmpIPredicate::eq,
-                                            arith::RemUIOp::create(b, x, cst(8)),
-                                            cst(0)));
+  Value leader =
+      andI(lt(x, cst(p.latThreads)),
+           arith::CmpIOp::create(b, arith::CmpIPredicate::eq,
+                                 arith::RemUIOp::create(b, x, cst(8)), cst(0)));
   Value tokenBase = mul(y, cst(p.normGroups));
   {
     auto ifLeader = scf::IfOp::create(b, leader, false);
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(&ifLeader.getThenRegion().front());
-    memref::StoreOp::create(b, partial, sums, ValueRange{add(tokenBase, group)});
+    memref::StoreOp::create(b, partial, sums,
+                            ValueRange{add(tokenBase, group)});
   }
   gpu::BarrierOp::create(b);
   Value sum = memref::LoadOp::create(b, sums, ValueRange{tokenBase});
   for (int64_t g = 1; g < p.normGroups; ++g)
     sum = arith::AddFOp::create(
-        b, sum, memref::LoadOp::create(b, sums, ValueRange{add(tokenBase, cst(g))}));
+        b, sum,
+        memref::LoadOp::create(b, sums, ValueRange{add(tokenBase, cst(g))}));
   auto f32 = [&](double v) {
     return arith::ConstantOp::create(b, b.getF32FloatAttr(float(v)));
   };
@@ -463,10 +465,9 @@ Value KernelEmitter::normalize(Value latent, Value w, Value x, Value y) {
           LLVM::AsmDialectAttr(), ArrayAttr())
           .getResult(0);
   Value inv = arith::DivFOp::create(b, f32(1.0), root);
-  Value scaled = arith::MulFOp::create(
-      b, vals, vector::BroadcastOp::create(b, f32v, inv));
-  scaled = arith::MulFOp::create(b, scaled,
-                                 arith::ExtFOp::create(b, f32v, w));
+  Value scaled =
+      arith::MulFOp::create(b, vals, vector::BroadcastOp::create(b, f32v, inv));
+  scaled = arith::MulFOp::create(b, scaled, arith::ExtFOp::create(b, f32v, w));
   return arith::TruncFOp::create(b, chunkType, scaled);
 }
 
@@ -624,8 +625,8 @@ void KernelEmitter::emit() {
   Value normW;
   if (p.norm)
     normW = loadIf(isLatent, {chunkType}, [&]() -> SmallVector<Value> {
-              return {load16(normArg(0), mul(x, cst(chunk)), chunkType)};
-            })[0];
+      return {load16(normArg(0), mul(x, cst(chunk)), chunkType)};
+    })[0];
 
   Value bad = vote(tid, bid);
   Region &body = func.getBody();
@@ -838,10 +839,10 @@ struct MLAOutlineCacheKernelsPass
     func->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b.getUnitAttr());
     if (p.norm) // per-token partial sums of the latent norm
       func.addWorkgroupAttribution(
-          MemRefType::get({p.tokensPerBlock * p.normGroups}, f32,
-                          MemRefLayoutAttrInterface(),
-                          gpu::AddressSpaceAttr::get(
-                              ctx, gpu::AddressSpace::Workgroup)),
+          MemRefType::get(
+              {p.tokensPerBlock * p.normGroups}, f32,
+              MemRefLayoutAttrInterface(),
+              gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup)),
           loc);
     func.setKnownBlockSizeAttr(
         b.getDenseI32ArrayAttr({int32_t(p.blockThreads()), 1, 1}));

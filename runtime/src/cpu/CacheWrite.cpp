@@ -119,7 +119,8 @@ Status checkLatentNorm(const TensorRef &weight, float epsilon,
                            kvC.describe());
   if (!std::isfinite(epsilon) || !(epsilon > 0.0f))
     return invalidArgument("latent norm epsilon must be positive and finite, "
-                           "got " + std::to_string(epsilon));
+                           "got " +
+                           std::to_string(epsilon));
   return Status::success();
 }
 
@@ -129,9 +130,8 @@ void writeCacheRow(const KVCacheRef &cache, int64_t slot, const TensorRef &kvC,
                 kPe.dtype);
 }
 
-void writeCacheRow(const KVCacheRef &cache, int64_t slot,
-                   const uint8_t *latent, DType latentType,
-                   const uint8_t *rope, DType ropeType) {
+void writeCacheRow(const KVCacheRef &cache, int64_t slot, const uint8_t *latent,
+                   DType latentType, const uint8_t *rope, DType ropeType) {
   const KVCacheDesc &desc = cache.desc;
   uint8_t *row = static_cast<uint8_t *>(cache.data) + slot * desc.rowBytes();
   switch (desc.layout) {
@@ -147,8 +147,8 @@ void writeCacheRow(const KVCacheRef &cache, int64_t slot,
       row[i] = floatToFp8e4m3(loadAsFloat(latent, latentType, size_t(i)) /
                               cache.scale);
     for (int64_t i = 0; i < desc.ropeDim; ++i)
-      row[desc.latentRank + i] = floatToFp8e4m3(
-          loadAsFloat(rope, ropeType, size_t(i)) / cache.scale);
+      row[desc.latentRank + i] =
+          floatToFp8e4m3(loadAsFloat(rope, ropeType, size_t(i)) / cache.scale);
     return;
   }
   case CacheLayout::Fp8DsMla: {
@@ -167,8 +167,7 @@ void writeCacheRow(const KVCacheRef &cache, int64_t slot,
                                 tileScale);
     }
     for (int64_t i = 0; i < desc.ropeDim; ++i) {
-      const uint16_t bits =
-          floatToBf16(loadAsFloat(rope, ropeType, size_t(i)));
+      const uint16_t bits = floatToBf16(loadAsFloat(rope, ropeType, size_t(i)));
       std::memcpy(ropeOut + 2 * i, &bits, 2);
     }
     return;

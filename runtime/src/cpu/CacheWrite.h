@@ -30,9 +30,8 @@ void writeCacheRow(const KVCacheRef &cache, int64_t slot, const TensorRef &kvC,
 
 /// Encodes concat(latent, rope) (contiguous rows of the given dtypes) into
 /// the cache row `slot` (validated).
-void writeCacheRow(const KVCacheRef &cache, int64_t slot,
-                   const uint8_t *latent, DType latentType,
-                   const uint8_t *rope, DType ropeType);
+void writeCacheRow(const KVCacheRef &cache, int64_t slot, const uint8_t *latent,
+                   DType latentType, const uint8_t *rope, DType ropeType);
 
 /// Checks the optional latent norm of a fused update (weight [latent] of a
 /// float type, a positive finite epsilon, a float kvC).

@@ -2,19 +2,20 @@
 //
 // Semantics (the fused op must equal rope(q_pe); rope(k_pe); cacheUpdate):
 // every one of the T tokens has q_pe and k_pe rotated in place (q_pe from
-// q_pe_in when given, and k_pe copied to kPeOut), including tokens with a negative slot and padded tokens
-// past the slot mapping, because q still feeds attention; only the cache row
-// write is skipped for them. All checks (including checked-mode refusals)
-// run before anything is written, so an error leaves q_pe, k_pe, kPeOut and
-// the cache untouched (q_pe_in is never written). With a latent norm weight
-// each written row's latent is normalised like rmsNorm before encoding.
+// q_pe_in when given, and k_pe copied to kPeOut), including tokens with a
+// negative slot and padded tokens past the slot mapping, because q still feeds
+// attention; only the cache row write is skipped for them. All checks
+// (including checked-mode refusals) run before anything is written, so an error
+// leaves q_pe, k_pe, kPeOut and the cache untouched (q_pe_in is never written).
+// With a latent norm weight each written row's latent is normalised like
+// rmsNorm before encoding.
 //
 //===----------------------------------------------------------------------===//
 #include "cpu/CacheWrite.h"
 #include "cpu/CpuKernels.h"
-#include "cpu/RopeMath.h"
 #include "cpu/IndexAccess.h"
 #include "cpu/RmsNormRow.h"
+#include "cpu/RopeMath.h"
 
 #include <cstring>
 #include <string>
@@ -47,9 +48,8 @@ Status ropeCacheUpdate(const RopeCacheUpdateArgs &args) {
   }
   // Last, because it counts checked-mode refusals: a call rejected for a bad
   // shape must not show up as a refused write.
-  MLART_RETURN_IF_ERROR(checkLatentNorm(args.latentNormWeight,
-                                        args.latentNormEpsilon, args.kvC,
-                                        args.cache));
+  MLART_RETURN_IF_ERROR(checkLatentNorm(
+      args.latentNormWeight, args.latentNormEpsilon, args.kvC, args.cache));
   MLART_RETURN_IF_ERROR(validateCacheWrite(args.kvC, args.kPe,
                                            args.slotMapping, args.cache,
                                            numTokens));
@@ -97,8 +97,8 @@ Status ropeCacheUpdate(const RopeCacheUpdateArgs &args) {
         rmsNormRow(normRow.data(), weight.data(), latent,
                    args.latentNormEpsilon);
         storeRow(normOut, 0, latent, normRow.data());
-        writeCacheRow(args.cache, slot, normBytes.data(), args.kvC.dtype,
-                      kRow, args.kPe.dtype);
+        writeCacheRow(args.cache, slot, normBytes.data(), args.kvC.dtype, kRow,
+                      args.kPe.dtype);
       }
     }
   }

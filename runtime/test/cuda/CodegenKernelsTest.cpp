@@ -9,7 +9,10 @@
 // q_pe byte for byte unchanged), for small calls (each block's own vote) and
 // large ones (the separate validation), synchronously and asynchronously.
 // Kernels that do not match their operands or their argument binding are
-// refused, and the driver's log is reported for PTX it rejects.
+// refused, and the driver's log is reported for PTX it rejects. With a
+// latent norm (mla-fuse-kv-norm) both kernels are compared with the CPU
+// reference instead: the sum of squares runs in another order, so the
+// normalised latent is within one bf16 rounding, everything else exact.
 //
 //===----------------------------------------------------------------------===//
 #include "CudaTestUtil.h"
@@ -87,12 +90,12 @@ struct Result {
 struct Inputs {
   KVCacheDesc desc;
   Arr kv, kPe, slots, pos, cs, q;
-  /// The latent norm's weight (used by signatures with latentNorm).
-  Arr normW;
   /// q_proj's output [T, Hq * 192 + 8]; with qOutOfPlace q_pe is read from
   /// its strided view (the last 64 of each head's 192 columns) and the
   /// rotation written to q (the lowering's out-of-place rotation).
   Arr qProj;
+  /// The latent norm's weight (used by signatures with latentNorm).
+  Arr normW;
   bool qOutOfPlace = false;
   std::vector<uint8_t> cacheInit;
   /// k_pe is the strided view of kv's last 64 columns (the layout the
