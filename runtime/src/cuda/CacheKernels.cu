@@ -195,7 +195,7 @@ __device__ void writeRow(const WriteParams &p, const uint8_t *kv,
         storeF(row, p.cacheType, i,
                i < p.latent ? latentF(p, kv, i, inv)
                             : loadF(kp, p.kpType, i - p.latent));
-    } else if (p.vec) {
+    } else if (p.vec & 1) { // bit 1: 16-byte rows (bits 2, 4: q_pe, cos/sin)
       const int lc = p.latent * es / 16, rc = p.rope * es / 16;
       for (int c = lane; c < lc + rc; c += 32) {
         const uint4 *src = c < lc ? reinterpret_cast<const uint4 *>(kv) + c
