@@ -381,6 +381,42 @@ TEST(CudaRopeCacheUpdate, LatentNormMatchesCpu) {
   }
 }
 
+// Rows that are not 16-byte aligned (kv_c row stride 577) with a table
+// that allows float4 loads: the row is written element by element, never
+// with 16-byte copies (the cos/sin and q_pe bits of the vector mask say
+// nothing about the rows).
+TEST(CudaRopeCacheUpdate, UnalignedRowsMatchCpu) {
+  REQUIRE_GPU();
+  const int64_t T = 9;
+  Cache cache(dev, CacheLayout::Plain, DType::BF16, 16, 16);
+  Arr kv = randomArr(dev, DType::BF16, {T, 577}, -2, 2);
+  Arr kp = randomArr(dev, DType::BF16, {T, 64}, -2, 2);
+  Arr q = randomArr(dev, DType::BF16, {T, 16, 64}, -2, 2);
+  Arr cs = cosSinTable(dev, 128, 64);
+  Arr pos(dev, DType::I64, {T});
+  std::vector<int64_t> p(static_cast<size_t>(T));
+  for (auto &v : p)
+    v = int64_t(rng()() % 128);
+  pos.setI64(p);
+  pos.up(dev);
+  Arr slots = slotArr(dev, randomSlots(T, cache.desc.numSlots()), true);
+  auto latent = [](TensorRef t) {
+    t.sizes[1] = 512;
+    return t;
+  };
+  RopeCacheUpdateArgs h{latent(kv.h()), kp.h(), slots.h(), cache.h(),
+                        pos.h(), cs.h(), RopeStyle::NeoX, q.h()};
+  RopeCacheUpdateArgs g{latent(kv.d()), kp.d(), slots.d(), cache.d(),
+                        pos.d(), cs.d(), RopeStyle::NeoX, q.d()};
+  ASSERT_TRUE(cpu().ropeCacheUpdate(h, nullptr).ok());
+  Status s = dev->kernels().ropeCacheUpdate(g, nullptr);
+  ASSERT_TRUE(s.ok()) << s.message();
+  ASSERT_TRUE(dev->synchronize(nullptr).ok());
+  EXPECT_TRUE(cache.bytes.down(dev) == cache.bytes.host) << "cache";
+  EXPECT_TRUE(kp.down(dev) == kp.host) << "k_pe";
+  EXPECT_TRUE(q.down(dev) == q.host) << "q_pe";
+}
+
 // The q_pe rotation issues its loads before the validation vote: a bad
 // position (or slot) must still leave q_pe, k_pe and the cache untouched,
 // for small (voted) and large (pre-validated) calls; also with a cos/sin
