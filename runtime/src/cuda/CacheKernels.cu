@@ -159,17 +159,43 @@ __device__ __forceinline__ float roundTo(int dtype, float v) {
 }
 
 /// 1 / sqrt(mean(kv^2) + eps) of one latent row, in every lane of the warp
-/// (the CPU reference's rmsNormRow, summed in another order).
+/// (the CPU reference's rmsNormRow, summed in another order). With the
+/// latent in groups of 64 values (8-value chunks, 8 chunks a group) the sum
+/// is the generated kernel's, bit for bit: each chunk's squares in order,
+/// a group's 8 chunk sums by the xor tree 4, 2, 1, the groups in order.
 __device__ float latentInvRms(const WriteParams &p, const uint8_t *kv,
                               int lane) {
   float sum = 0.0f;
-  for (int i = lane; i < p.latent; i += 32) {
-    const float v = loadF(kv, p.kvType, i);
-    sum = __fadd_rn(sum, __fmul_rn(v, v));
-  }
+  if (p.latent % 64 == 0) {
+    for (int base = 0; base < p.latent; base += 256) { // 32 chunks a pass
+      const int c = base / 8 + lane;
+      float part = 0.0f;
+      if (8 * c < p.latent)
 #pragma unroll
-  for (int o = 16; o > 0; o >>= 1)
-    sum = __fadd_rn(sum, __shfl_xor_sync(0xffffffffu, sum, o));
+        for (int i = 0; i < 8; ++i) {
+          const float v = loadF(kv, p.kvType, 8 * c + i);
+          part = __fadd_rn(part, __fmul_rn(v, v));
+        }
+#pragma unroll
+      for (int o = 4; o > 0; o >>= 1)
+        part = __fadd_rn(part, __shfl_xor_sync(0xffffffffu, part, o));
+      // Groups of this pass in order: lanes 0, 8, 16, 24 hold them.
+#pragma unroll
+      for (int g = 0; g < 4; ++g) {
+        const float groupSum = __shfl_sync(0xffffffffu, part, 8 * g);
+        if (base + 64 * g < p.latent)
+          sum = __fadd_rn(sum, groupSum);
+      }
+    }
+  } else {
+    for (int i = lane; i < p.latent; i += 32) {
+      const float v = loadF(kv, p.kvType, i);
+      sum = __fadd_rn(sum, __fmul_rn(v, v));
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1)
+      sum = __fadd_rn(sum, __shfl_xor_sync(0xffffffffu, sum, o));
+  }
   const float mean = __fdiv_rn(sum, float(p.latent));
   return __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(mean, p.normEps)));
 }
