@@ -755,14 +755,6 @@ int main(int argc, char **argv) {
             sweep.push_back(bulk(stages, ctas, true, 1));
       sweep.push_back(bulk(3, 2, true, 0));
       sweep.push_back(bulk(3, 2, false, 1));
-      // Validation fused into the bulk kernel (no validation launch).
-      for (int ctas : {1, 2, 4})
-        for (int stages : {1, 2, 3, 4, 6})
-          if (stages * 36 * ctas <= 228) {
-            cuda::CacheCopyConfig c = bulk(stages, ctas, true, 1);
-            c.fused = true;
-            sweep.push_back(c);
-          }
       CacheUpdateArgs rnd{ten(kv.data(), DType::BF16, {maxT, 512}),
                           ten(kp.data(), DType::BF16, {maxT, 64}),
                           ten(slots.data(), DType::I64, {maxT}), cache};
@@ -777,9 +769,7 @@ int main(int argc, char **argv) {
         double call = timeMs(f, quick ? 20 : 100);
         double ms = graphMs(f);
         // T=65536 in every row; "seq": slots in order.
-        add(c.fused  ? "update65536 fused"
-            : c.bulk ? "update65536 bulk"
-            : c.enabled ? "update65536 copy" : "update65536 general",
+        add(c.bulk ? "update65536 bulk" : c.enabled ? "update65536 copy" : "update65536 general",
             (seqRow ? "seq " : "") + (c.enabled ? cuda::describe(c) : std::string("-")),
             std::isnan(ms) ? call : ms, double(maxT) * 2312, 0, call);
       }

@@ -16,12 +16,7 @@
 //    memory (cp.async.bulk.wait_group.read), not once it is in DRAM.
 // All-or-nothing like the other kernels: nothing is stored when the
 // validation kernel's verdict (callFailed) is set, and every store is
-// range-checked (slot in [0, numSlots)). The fused variant
-// (MLART_UPDATE_KERNEL=3) has no validation kernel in front: its CTAs
-// check the slots themselves while their first loads are in flight and
-// meet at a grid-wide barrier (cooperative launch: all CTAs co-resident)
-// where the last one publishes the verdict; the ~3 us validation launch
-// at T=65536 is gone from the critical path.
+// range-checked (slot in [0, numSlots)).
 //
 //===----------------------------------------------------------------------===//
 #include "cuda/CacheBulkKernel.h"
@@ -157,58 +152,7 @@ __device__ __forceinline__ void issueChunk(const CacheCopyParams &p,
   ring.rows[s][lane] = row; // read back by this lane only
 }
 
-/// The fused variant's validation: this CTA checks the slots of its own
-/// chunks and a share of those past T (the validation kernel checks all N
-/// entries), then every CTA meets at a grid-wide barrier; the last to
-/// arrive publishes the verdict in callFailed and releases the others by
-/// bumping validateEpoch (no reset needed: the others only wait for a
-/// change from the value they read before arriving). Returns the verdict.
-/// Needs every CTA co-resident: the host launches it cooperatively.
-__device__ bool validateAndMeet(const CacheCopyParams &p, int64_t mine) {
-  DeviceErrorRecord *rec = p.rec;
-  const int lane = int(threadIdx.x);
-  // Read before arriving: nobody can bump it before every CTA arrived.
-  const unsigned epoch = *reinterpret_cast<volatile unsigned *>(&rec->validateEpoch);
-  bool bad = false;
-  auto check = [&](int64_t i) {
-    const int64_t s = loadSlotL2(p, i);
-    if (s >= p.numSlots) { // negative: padding, nothing to write
-      bad = true;
-      atomicMin(&rec->badSlotIndex, int(i));
-    }
-  };
-  for (int64_t j = 0; j < mine; ++j) {
-    const int64_t t = (int64_t(blockIdx.x) + j * gridDim.x) * kBulkRows + lane;
-    if (t < p.T)
-      check(t);
-  }
-  for (int64_t i = p.T + int64_t(blockIdx.x) * kBulkRows + lane; i < p.N;
-       i += int64_t(gridDim.x) * kBulkRows)
-    check(i);
-  bad = __any_sync(0xffffffffu, bad);
-  int verdict = 0;
-  if (lane == 0) {
-    if (bad)
-      atomicOr(&rec->validateBad, 1);
-    __threadfence(); // our verdict before our arrival
-    if (atomicAdd(&rec->validateDone, 1u) == gridDim.x - 1) {
-      __threadfence(); // every CTA's verdict is visible to the last one
-      verdict = atomicExch(&rec->validateBad, 0);
-      atomicExch(&rec->validateDone, 0u);
-      atomicExch(&rec->callFailed, verdict);
-      __threadfence(); // the verdict before the release
-      atomicAdd(&rec->validateEpoch, 1u);
-    } else {
-      while (*reinterpret_cast<volatile unsigned *>(&rec->validateEpoch) == epoch)
-        __nanosleep(100);
-      __threadfence();
-      verdict = atomicAdd(&rec->callFailed, 0); // read at L2
-    }
-  }
-  return __shfl_sync(0xffffffffu, verdict, 0) != 0;
-}
-
-template <int Stages, bool Early, int Hints, bool Fused>
+template <int Stages, bool Early, int Hints>
 __global__ void __launch_bounds__(kBulkRows)
     cacheBulkKernel(CacheCopyParams p) {
   extern __shared__ __align__(128) uint8_t stages[]; // Stages * kStageBytes
@@ -231,11 +175,7 @@ __global__ void __launch_bounds__(kBulkRows)
     for (int64_t j = 0; j < primed; ++j)
       issueChunk<Stages, kLoadHint>(p, ring, stages, j, policy);
   pdlPrologue();
-  bool failed;
-  if constexpr (Fused)
-    failed = validateAndMeet(p, mine);
-  else
-    failed = *reinterpret_cast<const volatile int *>(p.callFailed);
+  const bool failed = *reinterpret_cast<const volatile int *>(p.callFailed);
   if constexpr (!Early)
     if (!failed)
       for (int64_t j = 0; j < primed; ++j)
@@ -281,22 +221,19 @@ __global__ void __launch_bounds__(kBulkRows)
 
 using KernelFn = void (*)(CacheCopyParams);
 
-template <int Stages, bool Early, bool Fused> KernelFn pickHints(int hints) {
+template <int Stages, bool Early> KernelFn pickHints(int hints) {
   switch (hints) {
   case 0:
-    return cacheBulkKernel<Stages, Early, 0, Fused>;
+    return cacheBulkKernel<Stages, Early, 0>;
   case 1:
-    return cacheBulkKernel<Stages, Early, 1, Fused>;
+    return cacheBulkKernel<Stages, Early, 1>;
   default:
-    return cacheBulkKernel<Stages, Early, 2, Fused>;
+    return cacheBulkKernel<Stages, Early, 2>;
   }
 }
-template <int Stages, bool Early> KernelFn pickFused(const CacheCopyConfig &c) {
-  return c.fused ? pickHints<Stages, Early, true>(c.hints)
-                 : pickHints<Stages, Early, false>(c.hints);
-}
 template <int Stages> KernelFn pickEarly(const CacheCopyConfig &c) {
-  return c.early ? pickFused<Stages, true>(c) : pickFused<Stages, false>(c);
+  return c.early ? pickHints<Stages, true>(c.hints)
+                 : pickHints<Stages, false>(c.hints);
 }
 KernelFn pickKernel(const CacheCopyConfig &c) {
   switch (c.stages) {
@@ -348,9 +285,8 @@ Status launchCacheBulk(CudaContext &ctx, const CacheCopyParams &p,
     const int64_t rounds = (chunks + cap - 1) / cap;
     grid = (chunks + rounds - 1) / rounds;
   }
-  LaunchShape shape{dim3(unsigned(grid)), dim3(kBulkRows), smem, 0};
-  shape.cooperative = cfg.fused; // the grid barrier needs every CTA resident
-  return launchKernel("cacheBulkKernel", kernel, shape, stream, p);
+  return launchKernel("cacheBulkKernel", kernel, dim3(unsigned(grid)),
+                      dim3(kBulkRows), smem, stream, p);
 }
 
 } // namespace mlart::cuda

@@ -277,8 +277,7 @@ CacheCopyConfig cacheCopyConfig() {
   CacheCopyConfig c;
   const int kernel = knobValue(Knob::UpdateKernel);
   c.enabled = kernel >= 1;
-  c.bulk = kernel >= 2;
-  c.fused = kernel == 3;
+  c.bulk = kernel == 2;
   c.stages = knobValue(Knob::UpdateStages);
   c.unroll = knobValue(Knob::UpdateUnroll);
   c.ctasPerSm = knobValue(Knob::UpdateCtasPerSm);
@@ -292,7 +291,7 @@ void setCacheCopyConfigForTesting(std::optional<CacheCopyConfig> c) {
     setKnobOverride(k, c ? std::optional<int>(v) : std::nullopt);
   };
   const CacheCopyConfig v = c.value_or(CacheCopyConfig());
-  set(Knob::UpdateKernel, !v.enabled ? 0 : v.fused ? 3 : v.bulk ? 2 : 1);
+  set(Knob::UpdateKernel, !v.enabled ? 0 : v.bulk ? 2 : 1);
   set(Knob::UpdateStages, v.stages);
   set(Knob::UpdateUnroll, v.unroll);
   set(Knob::UpdateCtasPerSm, v.ctasPerSm);
@@ -302,12 +301,10 @@ void setCacheCopyConfigForTesting(std::optional<CacheCopyConfig> c) {
 
 std::string describe(const CacheCopyConfig &c) {
   std::string s =
-      (c.bulk ? std::string(c.fused ? "fused " : "") + "bulk S=" +
-                    std::to_string(c.ctasPerSm || c.fused ? c.stages : 1)
+      (c.bulk ? "bulk S=" + std::to_string(c.ctasPerSm ? c.stages : 1)
               : "U=" + std::to_string(c.unroll)) +
-      (c.ctasPerSm || (c.bulk && c.fused)
-           ? " ctas/SM=" + std::to_string(c.ctasPerSm ? c.ctasPerSm : 2)
-           : std::string(c.bulk ? " chunk/CTA" : " tile/CTA"));
+      (c.ctasPerSm ? " ctas/SM=" + std::to_string(c.ctasPerSm)
+                   : std::string(c.bulk ? " chunk/CTA" : " tile/CTA"));
   s += c.early ? " early" : " wait";
   s += " hints=" + std::to_string(c.hints);
   return s;
@@ -317,9 +314,7 @@ Status launchCacheCopy(CudaContext &ctx, const CacheCopyParams &p,
                        const CacheCopyConfig &cfg, cudaStream_t stream) {
   if (cfg.bulk) {
     CacheCopyConfig b = cfg;
-    if (b.fused && b.ctasPerSm == 0)
-      b.ctasPerSm = 2; // the grid barrier needs a persistent grid
-    else if (b.ctasPerSm == 0)
+    if (b.ctasPerSm == 0)
       b.stages = 1; // one chunk a CTA: a ring would be idle shared memory
     launches.fetch_add(1, std::memory_order_relaxed);
     return launchCacheBulk(ctx, p, b, stream);

@@ -20,20 +20,15 @@ namespace mlart::cuda {
 /// Which kernel writes a large plain update, and its compiled-in variant.
 struct CacheCopyConfig {
   /// MLART_UPDATE_KERNEL: 0 general kernel, 1 this one, 2 the bulk-copy
-  /// kernel (CacheBulkKernel.h), 3 that with its validation fused. Defaults: the best of the H200 sweep
+  /// kernel (CacheBulkKernel.h). Defaults: the best of the H200 sweep
   /// (2026-12-03, T=65536 random slots): U=8, one tile a CTA, early loads,
   /// hints 1: 44.3 us against 45.6 us for the general kernel
   /// (docs/performance.md).
   bool enabled = true;
-  bool bulk = false; ///< MLART_UPDATE_KERNEL=2 or 3
+  bool bulk = false; ///< MLART_UPDATE_KERNEL=2
   /// MLART_UPDATE_STAGES: the bulk kernel's ring of 32-row stages (36 KB
   /// each) when persistent; one chunk a CTA (ctasPerSm 0) uses one stage.
   int stages = 2;
-  /// MLART_UPDATE_KERNEL=3 (bulk kernel): the kernel validates the slots
-  /// itself and meets at a grid-wide barrier (cooperative launch) before
-  /// its first store, instead of a validation launch in front. Needs a
-  /// persistent grid (ctasPerSm 0 is taken as 2).
-  bool fused = false;
   int unroll = 8;       ///< MLART_UPDATE_UNROLL: 16-byte loads a thread, 4/8/16
   /// MLART_UPDATE_CTAS_PER_SM: 0 = one tile (bulk: one 32-row chunk) per
   /// CTA (no persistence), else a persistent grid of that many CTAs an SM
@@ -72,18 +67,13 @@ struct CacheCopyParams {
   int64_t numSlots = 0;
   int kvChunks = 0; ///< 16-byte chunks of a row from kv_c; the rest from k_pe
   const int *callFailed = nullptr; ///< the validation kernel's verdict
-  /// Fused validation only (CacheCopyConfig::fused): the slots to check
-  /// (all N entries, also those past T) and the record to report in.
-  int64_t N = 0;
-  DeviceErrorRecord *rec = nullptr;
 };
 
 /// 16-byte chunks in a row this kernel writes (bf16/f16 512 + 64).
 constexpr int kCacheCopyChunks = 72;
 
 /// Launches the kernel of `cfg` for a call that the validation kernel,
-/// launched just before on `stream`, checks (cfg.fused: that checks itself;
-/// no validation kernel before it). The caller has established
+/// launched just before on `stream`, checks. The caller has established
 /// that the call qualifies (CacheKernels.cu: plain, 16-byte aligned,
 /// kCacheCopyChunks chunks a row, no rope, no write protection).
 Status launchCacheCopy(CudaContext &ctx, const CacheCopyParams &p,

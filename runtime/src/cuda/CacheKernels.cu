@@ -581,21 +581,15 @@ void fillCache(WriteParams &p, const TensorRef &kvC, const TensorRef &kPe,
               : 0;
 }
 
-/// Sets p.prevalidated: a large call is validated apart from its writes.
-void choosePrevalidation(CudaContext &ctx, WriteParams &p) {
+/// Sets p.prevalidated and, for a large call, runs the separate validation
+/// (shared with the compiler-generated kernels, prevalidateCacheWrite). It
+/// publishes callFailed itself (see validateKernel): no memset first.
+Status prevalidate(CudaContext &ctx, WriteParams &p, cudaStream_t stream) {
   p.rec = ctx.deviceRecord;
   const int64_t checks = std::max(p.cache ? p.N : 0, p.doRope ? p.T : 0);
   p.prevalidated = checks > kInlineValidationLimit;
-}
-
-/// For a large call (p.prevalidated), runs the separate validation (shared
-/// with the compiler-generated kernels, prevalidateCacheWrite). It
-/// publishes callFailed itself (see validateKernel): no memset first.
-Status prevalidate(CudaContext &ctx, WriteParams &p, cudaStream_t stream) {
-  choosePrevalidation(ctx, p);
   if (!p.prevalidated)
     return Status::success();
-  const int64_t checks = std::max(p.cache ? p.N : 0, p.doRope ? p.T : 0);
   return launchKernel("validateKernel", validateKernel,
                       gridFor(checks, kThreads, int64_t(ctx.smCount) * 8),
                       kThreads, 0, stream, p);
@@ -649,8 +643,6 @@ Status launchCopyKernel(CudaContext &ctx, const WriteParams &p,
   c.numSlots = p.numSlots;
   c.kvChunks = p.latent * 2 / 16;
   c.callFailed = &p.rec->callFailed;
-  c.N = p.N;
-  c.rec = p.rec;
   return launchCacheCopy(ctx, c, cfg, stream);
 }
 
@@ -675,19 +667,12 @@ Status launch(CudaContext &ctx, WriteParams &p, cudaStream_t stream,
     lock.lock();
     MLART_RETURN_IF_ERROR(resetRecord(ctx, stream));
   }
+  MLART_RETURN_IF_ERROR(prevalidate(ctx, p, stream));
   const CacheCopyConfig copy = cacheCopyConfig();
-  choosePrevalidation(ctx, p);
-  const bool dedicated = copy.enabled && takesCacheCopy(p);
-  if (dedicated && copy.bulk && copy.fused) {
-    // The kernel validates the slots itself (CacheBulkKernel.cu).
+  if (copy.enabled && takesCacheCopy(p))
     MLART_RETURN_IF_ERROR(launchCopyKernel(ctx, p, copy, stream));
-  } else {
-    MLART_RETURN_IF_ERROR(prevalidate(ctx, p, stream));
-    if (dedicated)
-      MLART_RETURN_IF_ERROR(launchCopyKernel(ctx, p, copy, stream));
-    else
-      MLART_RETURN_IF_ERROR(launchWriteKernel(ctx, p, stream));
-  }
+  else
+    MLART_RETURN_IF_ERROR(launchWriteKernel(ctx, p, stream));
   if (!ctx.synchronousChecks)
     return Status::success();
   return readRecord(ctx, stream, slots, positions,

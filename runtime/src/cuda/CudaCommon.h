@@ -55,10 +55,6 @@ struct DeviceErrorRecord {
   /// publishes callFailed and resets both, so no memset precedes a call.
   int validateBad;
   unsigned validateDone;
-  /// Incremented by the last CTA of a fused update kernel once it has
-  /// published callFailed: the other CTAs wait for it to change (a grid
-  /// barrier that needs no reset).
-  unsigned validateEpoch;
 };
 
 class Blas;

@@ -20,9 +20,8 @@ constexpr KnobChoice kUpdateUnroll[] = {{"4", 4}, {"8", 8}, {"16", 16}};
 constexpr KnobChoice kUpdateCtas[] = {
     {"0", 0}, {"1", 1}, {"2", 2}, {"4", 4}, {"8", 8}};
 constexpr KnobChoice kUpdateHints[] = {{"0", 0}, {"1", 1}, {"2", 2}};
-/// 0 the general kernel, 1 the streaming kernel, 2 the bulk-copy kernel,
-/// 3 the bulk-copy kernel validating the slots itself.
-constexpr KnobChoice kUpdateKernels[] = {{"0", 0}, {"1", 1}, {"2", 2}, {"3", 3}};
+/// 0 the general kernel, 1 the streaming kernel, 2 the bulk-copy kernel.
+constexpr KnobChoice kUpdateKernels[] = {{"0", 0}, {"1", 1}, {"2", 2}};
 constexpr KnobChoice kUpdateStages[] = {
     {"1", 1}, {"2", 2}, {"3", 3}, {"4", 4}, {"6", 6}};
 constexpr KnobChoice kManyVariant[] = {{"0", 0}, {"1", 1}, {"2", 2}};

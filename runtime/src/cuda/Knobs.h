@@ -28,7 +28,7 @@ enum class Knob : int {
   SkinnyVariant,     ///< MLART_SKINNY_VARIANT: its A/B variants
   GemmLt,            ///< MLART_GEMM_LT: plain linears through cuBLASLt
   GemmAutotune,      ///< MLART_GEMM_AUTOTUNE: time cuBLASLt's algorithms
-  UpdateKernel,      ///< MLART_UPDATE_KERNEL: large-update kernel 0..3
+  UpdateKernel,      ///< MLART_UPDATE_KERNEL: large-update kernel 0/1/2
   UpdateUnroll,      ///< MLART_UPDATE_UNROLL: its 16-byte loads a thread
   UpdateCtasPerSm,   ///< MLART_UPDATE_CTAS_PER_SM: 0 = a tile a CTA
   UpdateEarly,       ///< MLART_UPDATE_EARLY: first tile before the wait

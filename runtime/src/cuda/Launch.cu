@@ -32,11 +32,6 @@ LaunchConfig::LaunchConfig(const LaunchShape &shape, cudaStream_t stream,
     cl.val.clusterDim.y = 1;
     cl.val.clusterDim.z = 1;
   }
-  if (shape.cooperative) {
-    cudaLaunchAttribute &co = attrs_[config_.numAttrs++];
-    co.id = cudaLaunchAttributeCooperative;
-    co.val.cooperative = 1;
-  }
   if (pdl) {
     cudaLaunchAttribute &pd = attrs_[config_.numAttrs++];
     pd.id = cudaLaunchAttributeProgrammaticStreamSerialization;

@@ -50,14 +50,11 @@ struct LaunchShape {
   dim3 block;
   size_t smemBytes = 0;
   unsigned clusterX = 0;
-  /// All CTAs co-resident (cudaLaunchAttributeCooperative): for kernels
-  /// with a grid-wide barrier; the grid must fit on the device at once.
-  bool cooperative = false;
 };
 
 /// The cudaLaunchConfig_t of one launch and the attributes it points to:
-/// the cluster shape when clusterX > 0, co-residency when cooperative,
-/// programmatic stream serialisation when `pdl`. Not copyable: the config points into the object.
+/// the cluster shape when clusterX > 0, programmatic stream serialisation
+/// when `pdl`. Not copyable: the config points into the object.
 class LaunchConfig {
 public:
   LaunchConfig(const LaunchShape &shape, cudaStream_t stream, bool pdl);
@@ -66,7 +63,7 @@ public:
   const cudaLaunchConfig_t *get() const { return &config_; }
 
 private:
-  cudaLaunchAttribute attrs_[3];
+  cudaLaunchAttribute attrs_[2];
   cudaLaunchConfig_t config_;
 };
 

@@ -44,12 +44,6 @@ CacheCopyConfig bulkVariant(int stages, int ctas, bool early, int hints) {
   return c;
 }
 
-CacheCopyConfig fusedVariant(int stages, int ctas, bool early, int hints) {
-  CacheCopyConfig c = bulkVariant(stages, ctas, early, hints);
-  c.fused = true;
-  return c;
-}
-
 /// Every compiled variant, enabled.
 std::vector<CacheCopyConfig> allVariants() {
   std::vector<CacheCopyConfig> out;
@@ -75,13 +69,6 @@ std::vector<CacheCopyConfig> allVariants() {
         for (int hints : {0, 1, 2})
           out.push_back(bulkVariant(stages, ctas, early, hints));
     }
-  // Validation fused into the bulk kernel (grid barrier): every ring depth
-  // and grid (0 = the default persistent grid), both load orders, hints.
-  for (int ctas : {0, 1, 2, 4})
-    for (int stages : {1, 2, 3, 4, 6})
-      for (bool early : {false, true})
-        for (int hints : {0, 1})
-          out.push_back(fusedVariant(stages, ctas, early, hints));
   return out;
 }
 
@@ -207,11 +194,6 @@ TEST(CacheCopyConfig, DefaultsAreTheKnobTable) {
   EXPECT_EQ(cuda::describe(variant(16, 0, false, 0)), "U=16 tile/CTA wait hints=0");
   EXPECT_EQ(cuda::describe(bulkVariant(3, 2, true, 1)), "bulk S=3 ctas/SM=2 early hints=1");
   EXPECT_EQ(cuda::describe(bulkVariant(3, 0, false, 2)), "bulk S=1 chunk/CTA wait hints=2");
-  EXPECT_EQ(cuda::describe(fusedVariant(3, 0, true, 1)), "fused bulk S=3 ctas/SM=2 early hints=1");
-  cuda::setKnobOverride(cuda::Knob::UpdateKernel, 3);
-  EXPECT_TRUE(cuda::cacheCopyConfig().fused);
-  EXPECT_TRUE(cuda::cacheCopyConfig().bulk);
-  cuda::setKnobOverride(cuda::Knob::UpdateKernel, std::nullopt);
   EXPECT_EQ(def.stages, cuda::knobSpec(cuda::Knob::UpdateStages).defaultValue);
   cuda::setKnobOverride(cuda::Knob::UpdateKernel, 2);
   EXPECT_TRUE(cuda::cacheCopyConfig().bulk);
@@ -241,8 +223,7 @@ TEST(CudaCacheCopy, ShapesMatchCpuBitForBit) {
   for (const CacheCopyConfig &cfg :
        {variant(8, 4, true, 1), variant(4, 0, false, 0), variant(16, 1, true, 2),
         bulkVariant(1, 0, true, 1), bulkVariant(3, 2, true, 1),
-        bulkVariant(6, 1, false, 0), fusedVariant(3, 2, true, 1),
-        fusedVariant(1, 4, false, 0)}) {
+        bulkVariant(6, 1, false, 0)}) {
     ConfigOverride use(cfg);
     int i = 0;
     for (int64_t T : {1025, 4096, 65536})
@@ -323,8 +304,7 @@ TEST(CudaCacheCopy, BadSlotWritesNothing) {
 TEST(CudaCacheCopy, BadSlotWithAsynchronousChecks) {
   REQUIRE_GPU();
   for (const CacheCopyConfig &cfg :
-       {variant(8, 4, true, 1), bulkVariant(3, 2, true, 1),
-        fusedVariant(3, 2, true, 1)}) {
+       {variant(8, 4, true, 1), bulkVariant(3, 2, true, 1)}) {
     ConfigOverride use(cfg);
     Update u(dev, DType::F16, 8192, 8192, false, Source::BothSlices, false);
     std::vector<int32_t> sl(8192);
@@ -392,12 +372,8 @@ TEST(CudaCacheCopy, ReadsWhatThePreviousKernelWrote) {
   for (bool bulk : {false, true})
   for (bool early : {true, false})
     for (bool graph : {false, true}) {
-      for (bool fused : {false, true}) {
-      if (fused && !bulk)
-        continue;
       const CacheCopyConfig cfg =
-          fused ? fusedVariant(3, 2, early, 1)
-                : bulk ? bulkVariant(3, 2, early, 1) : variant(8, 4, early, 1);
+          bulk ? bulkVariant(3, 2, early, 1) : variant(8, 4, early, 1);
       SCOPED_TRACE(cuda::describe(cfg) + (graph ? ", graph" : ", eager"));
       ConfigOverride use(cfg);
       // PDL on and asynchronous checks (no host round trip) for this case.
@@ -474,7 +450,6 @@ TEST(CudaCacheCopy, ReadsWhatThePreviousKernelWrote) {
       EXPECT_TRUE(u.row.down(dev) == u.row.host) << "add differs";
       EXPECT_TRUE(u.cache.down(dev) == u.cache.host)
           << "cache differs from the CPU reference";
-      }
     }
 }
 
