@@ -5,6 +5,8 @@
 //                  [--no-ceilings] [--codegen-only]
 //                  [--step=ARTIFACT ...] [--step-context=L] [--step-only]
 //                  [--update-t=T] [--gemm-only]
+//                  [--timeline=OUT.txt [--timeline-replays=N]
+//                   [--timeline-streams=N]] (with --step; needs CUPTI)
 // Times every kernel with CUDA events (warm-up, then the median of many
 // individually bracketed calls), and measures in the same run the two
 // ceilings: a large device-to-device copy (bytes read + written) and a cuBLAS
@@ -15,6 +17,7 @@
 #include "mlart/Codegen.h"
 #include "mlart/CudaDevice.h"
 #include "StepBench.h"
+#include "StepTimeline.h"
 #include "cuda/CacheCopyKernel.h"
 #include "cuda/Knobs.h"
 #include "cuda/SkinnyGemmPlan.h"
@@ -468,6 +471,8 @@ int main(int argc, char **argv) {
   int64_t updateT = 0;
   int decodeH = 0, decodeB = 0;
   int64_t decodeL = 0;
+  std::string timelinePath; // --timeline: trace step replays, nothing else
+  int timelineReplays = 5, timelineStreams = 0; // 0: 1 and 2
   for (int i = 1; i < argc; ++i) {
     if (std::string(argv[i]) == "--quick")
       quick = true;
@@ -497,13 +502,32 @@ int main(int argc, char **argv) {
       gemmOnly = true;
     else if (std::string(argv[i]).rfind("--update-t=", 0) == 0)
       updateT = std::atoll(argv[i] + 11); // only cache_update at this T
+    else if (std::string(argv[i]).rfind("--timeline=", 0) == 0)
+      timelinePath = argv[i] + 11;
+    else if (std::string(argv[i]).rfind("--timeline-replays=", 0) == 0)
+      timelineReplays = std::atoi(argv[i] + 19);
+    else if (std::string(argv[i]).rfind("--timeline-streams=", 0) == 0)
+      timelineStreams = std::atoi(argv[i] + 19);
     else
       jsonPath = argv[i];
+  }
+#ifndef MLA_BENCH_HAVE_CUPTI
+  if (!timelinePath.empty()) {
+    std::fprintf(stderr, "mla-bench: --timeline: built without CUPTI (CMake "
+                         "found no libcupti in the CUDA toolkit)\n");
+    return 2;
+  }
+#endif
+  if (!timelinePath.empty() &&
+      (stepPaths.empty() || timelineReplays < 1 || timelineStreams < 0)) {
+    std::fprintf(stderr, "mla-bench: --timeline needs --step=ARTIFACT, "
+                         "--timeline-replays >= 1, --timeline-streams >= 1\n");
+    return 2;
   }
   auto d = createCudaDevice(0);
   if (!d.ok()) {
     std::printf("mla-bench: no GPU: %s\n", d.status().message().c_str());
-    return 0;
+    return timelinePath.empty() ? 0 : 1;
   }
   std::unique_ptr<CudaDevice> dev = std::move(d).value();
   gDev = dev.get();
@@ -515,6 +539,23 @@ int main(int argc, char **argv) {
   std::mt19937 rng(1234);
   std::printf("device: %s, %d SMs, L2 %zu MB\n", dev->deviceName().c_str(),
               dev->multiprocessorCount(), dev->l2CacheBytes() >> 20);
+#ifdef MLA_BENCH_HAVE_CUPTI
+  if (!timelinePath.empty()) {
+    bench::StepTimelineOptions o;
+    o.steps = stepPaths;
+    o.context = stepContext;
+    if (timelineStreams > 0)
+      o.streams = {timelineStreams};
+    o.replays = timelineReplays;
+    o.path = timelinePath;
+    Status s = bench::runStepTimeline(*dev, gStream, o, rng);
+    if (!s.ok()) {
+      std::fprintf(stderr, "mla-bench: --timeline: %s\n", s.message().c_str());
+      return 1;
+    }
+    return 0;
+  }
+#endif
 
   std::printf("us = GPU time per call in a captured graph (20 calls/graph, median of 20 replays);\n"
               "us/call = one call bracketed by events (median), includes host launch latency\n");
@@ -657,6 +698,25 @@ int main(int argc, char **argv) {
       double ms = graphMs(fn);
       add("cache_update bf16", "T=65536 seq slots", std::isnan(ms) ? call : ms,
           double(maxT) * 2312, 0, call);
+      // Prefill's pattern: whole 64-token blocks in random order, tokens in
+      // order inside a block (a paged allocator's slots), default kernel.
+      {
+        std::vector<int64_t> blocks(static_cast<size_t>(slotsN / bs));
+        std::iota(blocks.begin(), blocks.end(), 0);
+        std::shuffle(blocks.begin(), blocks.end(), rng);
+        std::vector<int64_t> paged(static_cast<size_t>(maxT));
+        for (int64_t t = 0; t < maxT; ++t)
+          paged[size_t(t)] = blocks[size_t(t / bs)] * bs + t % bs;
+        Buffer pagedSlots = upload(paged);
+        CacheUpdateArgs pa{ten(kv.data(), DType::BF16, {maxT, 512}),
+                           ten(kp.data(), DType::BF16, {maxT, 64}),
+                           ten(pagedSlots.data(), DType::I64, {maxT}), cache};
+        auto pf = [&] { CHECK(k.cacheUpdate(pa, gStream)); };
+        double pcall = timeMs(pf, quick ? 20 : 100);
+        double pms = graphMs(pf);
+        add("cache_update bf16", "T=65536 paged slots", std::isnan(pms) ? pcall : pms,
+            double(maxT) * 2312, 0, pcall);
+      }
       // The large-update kernels side by side (docs/cuda.md, "Large plain
       // updates"): the general kernel, then every copy-kernel variant worth
       // timing, T=65536 random slots (and the default variant in order).
@@ -679,6 +739,22 @@ int main(int argc, char **argv) {
         sweep.push_back(variant(true, u, 2, true, 0));
         sweep.push_back(variant(true, u, 2, true, 2));
       }
+      // The bulk-copy kernel (CacheBulkKernel.cu): one chunk a CTA, and
+      // persistent grids with every ring depth that fits.
+      auto bulk = [&](int stages, int ctas, bool early, int hints) {
+        cuda::CacheCopyConfig c = variant(true, 8, ctas, early, hints);
+        c.bulk = true;
+        c.stages = stages;
+        return c;
+      };
+      for (int hints : {0, 1, 2})
+        sweep.push_back(bulk(1, 0, true, hints));
+      for (int ctas : {1, 2, 4, 8})
+        for (int stages : {1, 2, 3, 4, 6})
+          if (stages * 36 * ctas <= 228)
+            sweep.push_back(bulk(stages, ctas, true, 1));
+      sweep.push_back(bulk(3, 2, true, 0));
+      sweep.push_back(bulk(3, 2, false, 1));
       CacheUpdateArgs rnd{ten(kv.data(), DType::BF16, {maxT, 512}),
                           ten(kp.data(), DType::BF16, {maxT, 64}),
                           ten(slots.data(), DType::I64, {maxT}), cache};
@@ -693,11 +769,43 @@ int main(int argc, char **argv) {
         double call = timeMs(f, quick ? 20 : 100);
         double ms = graphMs(f);
         // T=65536 in every row; "seq": slots in order.
-        add(c.enabled ? "update65536 copy" : "update65536 general",
+        add(c.bulk ? "update65536 bulk" : c.enabled ? "update65536 copy" : "update65536 general",
             (seqRow ? "seq " : "") + (c.enabled ? cuda::describe(c) : std::string("-")),
             std::isnan(ms) ? call : ms, double(maxT) * 2312, 0, call);
       }
       cuda::setCacheCopyConfigForTesting(std::nullopt);
+      // The update kernels alone, without the validation launch in front
+      // (a verdict of 0 in device memory, launched directly): how much of
+      // the gap to the copy is the kernel and how much the validation.
+      cuda::CudaContext ctx;
+      CHECK(cudaDeviceGetAttribute(&ctx.smCount, cudaDevAttrMultiProcessorCount, 0) == cudaSuccess
+                ? Status::success()
+                : internalError("cudaDeviceGetAttribute"));
+      Buffer verdict = upload(std::vector<int32_t>{0});
+      for (const bool seq : {false, true})
+        for (const cuda::CacheCopyConfig &c :
+             {variant(true, 8, 0, true, 1), bulk(1, 0, true, 1), bulk(3, 2, true, 1)}) {
+          cuda::CacheCopyParams cp;
+          cp.kv = static_cast<const uint8_t *>(kv.data());
+          cp.kvStride = 1024;
+          cp.kp = static_cast<const uint8_t *>(kp.data());
+          cp.kpStride = 128;
+          cp.slots = seq ? seqSlots.data() : slots.data();
+          cp.slot64 = 1;
+          cp.slotStride = 1;
+          cp.T = maxT;
+          cp.cache = static_cast<uint8_t *>(cache.data);
+          cp.numSlots = cache.desc.numSlots();
+          cp.kvChunks = 64;
+          cp.callFailed = static_cast<const int *>(verdict.data());
+          auto f = [&] {
+            CHECK(cuda::launchCacheCopy(ctx, cp, c, static_cast<cudaStream_t>(gStream)));
+          };
+          double call = timeMs(f, quick ? 20 : 100);
+          double ms = graphMs(f);
+          add("update65536 kernel only", (seq ? "seq " : "") + cuda::describe(c),
+              std::isnan(ms) ? call : ms, double(maxT) * 2312, 0, call);
+        }
     }
     for (int Hq : {0, 16, 128})
       for (int64_t T : {1, 16, 256, 4096}) {

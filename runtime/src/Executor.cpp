@@ -294,18 +294,20 @@ StatusOr<const StreamPlan *> Executor::streamPlan() {
   return &plan_;
 }
 
+Status Executor::instructionError(const char *what, size_t i,
+                                  const Status &s) const {
+  return Status(s.code(), std::string(what) + "instruction " +
+                              artifact_.describeInstruction(i) + ": " +
+                              s.message());
+}
+
 Status Executor::issueProgram(StreamHandle origin, const char *what) {
   const std::vector<Instruction> &program = artifact_.instructions();
-  auto fail = [&](size_t i, const Status &s) {
-    return Status(s.code(), std::string(what) + "instruction " +
-                                artifact_.describeInstruction(i) + ": " +
-                                s.message());
-  };
   if (plan_.numStreams <= 1) {
     for (size_t i = 0; i < program.size(); ++i) {
       Status s = runInstruction(program[i], origin);
       if (!s.ok())
-        return fail(i, s);
+        return instructionError(what, i, s);
     }
     return Status::success();
   }
@@ -333,7 +335,7 @@ Status Executor::issueProgram(StreamHandle origin, const char *what) {
     if (st.ok() && plan_.recordAfter[i])
       st = device_->recordEvent(doneEvents_[i].handle(), h);
     if (!st.ok())
-      failed = fail(i, st);
+      failed = instructionError(what, i, st);
   }
   for (int s = 1; s < plan_.numStreams; ++s) {
     if (!started[size_t(s)])
@@ -364,9 +366,7 @@ Status Executor::run(StreamHandle stream) {
     if (s.ok())
       s = device_->synchronize(stream);
     if (!s.ok())
-      return Status(s.code(), "instruction " +
-                                  artifact_.describeInstruction(i) + ": " +
-                                  s.message());
+      return instructionError("", i, s);
     timing_(i, program[i],
             std::chrono::duration<double>(Clock::now() - start).count());
   }

@@ -1,9 +1,11 @@
 //===- StreamPlan.cpp - Dependencies and stream assignment ----------------===//
 #include "mlart/StreamPlan.h"
 
-#include "cpu/RopeMath.h"
+#include "TensorRefUtil.h"
 
 #include <algorithm>
+#include <cstdint>
+#include <functional>
 #include <tuple>
 
 namespace mlart {
@@ -79,7 +81,7 @@ bool sameStrides(const TensorRef &a, const TensorRef &b) {
 MemoryAccess MemoryAccess::ofView(const TensorRef &view, bool write) {
   MemoryAccess m;
   m.view = view;
-  std::tie(m.lo, m.hi) = cpu::byteRange(view); // empty view: lo == hi
+  std::tie(m.lo, m.hi) = byteRange(view); // empty view: lo == hi
   m.write = write;
   return m;
 }
@@ -109,6 +111,77 @@ bool mustFollow(const std::vector<MemoryAccess> &later,
   return false;
 }
 
+std::vector<std::vector<uint32_t>>
+instructionDependencies(const std::vector<std::vector<MemoryAccess>> &accesses,
+                        size_t *comparisons) {
+  const size_t n = accesses.size();
+  // Non-empty accesses by start address; a new resource (bucket) begins
+  // wherever an access starts at or past the end of everything before it.
+  struct Ref {
+    uint32_t inst, index;
+  };
+  std::vector<Ref> byStart;
+  for (size_t i = 0; i < n; ++i)
+    for (size_t k = 0; k < accesses[i].size(); ++k)
+      if (accesses[i][k].lo < accesses[i][k].hi)
+        byStart.push_back({uint32_t(i), uint32_t(k)});
+  auto at = [&](Ref r) -> const MemoryAccess & {
+    return accesses[r.inst][r.index];
+  };
+  std::sort(byStart.begin(), byStart.end(),
+            [&](Ref a, Ref b) { return at(a).lo < at(b).lo; });
+  std::vector<std::vector<uint32_t>> bucketOf(n);
+  for (size_t i = 0; i < n; ++i)
+    bucketOf[i].assign(accesses[i].size(), UINT32_MAX); // empty: none
+  uint32_t buckets = 0;
+  uintptr_t end = 0;
+  for (size_t r = 0; r < byStart.size(); ++r) {
+    const MemoryAccess &a = at(byStart[r]);
+    if (r == 0 || a.lo >= end)
+      ++buckets;
+    end = r == 0 ? a.hi : std::max(end, a.hi);
+    bucketOf[byStart[r].inst][byStart[r].index] = buckets - 1;
+  }
+
+  // In program order: compare with the earlier accesses of the same
+  // resource (writes always, reads only when this access writes), then
+  // add this instruction's accesses to their resources.
+  std::vector<std::vector<Ref>> writes(buckets), reads(buckets);
+  std::vector<uint32_t> seenBy(n, UINT32_MAX);
+  std::vector<std::vector<uint32_t>> deps(n);
+  size_t compared = 0;
+  for (size_t i = 0; i < n; ++i) {
+    for (size_t k = 0; k < accesses[i].size(); ++k) {
+      const uint32_t b = bucketOf[i][k];
+      if (b == UINT32_MAX)
+        continue;
+      const MemoryAccess &a = accesses[i][k];
+      auto scan = [&](const std::vector<Ref> &earlier) {
+        for (Ref e : earlier) {
+          if (seenBy[e.inst] == i)
+            continue;
+          ++compared;
+          if (mayOverlap(a, at(e))) {
+            seenBy[e.inst] = uint32_t(i);
+            deps[i].push_back(e.inst);
+          }
+        }
+      };
+      scan(writes[b]);
+      if (a.write)
+        scan(reads[b]);
+    }
+    for (size_t k = 0; k < accesses[i].size(); ++k)
+      if (bucketOf[i][k] != UINT32_MAX)
+        (accesses[i][k].write ? writes : reads)[bucketOf[i][k]].push_back(
+            {uint32_t(i), uint32_t(k)});
+    std::sort(deps[i].begin(), deps[i].end(), std::greater<uint32_t>());
+  }
+  if (comparisons)
+    *comparisons = compared;
+  return deps;
+}
+
 StreamPlan planStreams(const std::vector<std::vector<MemoryAccess>> &accesses,
                        int maxStreams) {
   const size_t n = accesses.size();
@@ -126,12 +199,10 @@ StreamPlan planStreams(const std::vector<std::vector<MemoryAccess>> &accesses,
   // instruction i starts (vector clock; -1 for none). A wait for j on stream
   // s is redundant when the waiting stream's clock already covers j.
   std::vector<std::vector<int64_t>> clock(n);
-  std::vector<uint32_t> deps;
+  const std::vector<std::vector<uint32_t>> allDeps =
+      instructionDependencies(accesses);
   for (size_t i = 0; i < n; ++i) {
-    deps.clear();
-    for (size_t j = i; j-- > 0;)
-      if (mustFollow(accesses[i], accesses[j]))
-        deps.push_back(uint32_t(j)); // descending
+    const std::vector<uint32_t> &deps = allDeps[i]; // descending
     auto isDep = [&](int64_t j) {
       return j >= 0 && std::find(deps.begin(), deps.end(), uint32_t(j)) !=
                            deps.end();

@@ -1,6 +1,8 @@
 //===- TensorRef.cpp - Descriptions and basic checks of tensor views ------===//
 #include "mlart/TensorRef.h"
 
+#include "TensorRefUtil.h"
+
 namespace mlart {
 
 std::string TensorRef::describe() const {
@@ -29,6 +31,37 @@ Status checkTensor(const TensorRef &t, const char *name, int rank) {
     return invalidArgument(std::string(name) +
                            " must have unit stride in its last dimension");
   return Status::success();
+}
+
+bool sameView(const TensorRef &a, const TensorRef &b) {
+  if (a.data != b.data || a.dtype != b.dtype || a.rank != b.rank)
+    return false;
+  for (int d = 0; d < a.rank; ++d)
+    if (a.sizes[d] != b.sizes[d] ||
+        (a.sizes[d] > 1 && a.strides[d] != b.strides[d]))
+      return false;
+  return true;
+}
+
+std::pair<uintptr_t, uintptr_t> byteRange(const TensorRef &t) {
+  const int64_t es = int64_t(dtypeSize(t.dtype));
+  int64_t lo = 0, hi = 0;
+  for (int d = 0; d < t.rank; ++d) {
+    if (t.sizes[d] == 0)
+      return {0, 0};
+    const int64_t span = (t.sizes[d] - 1) * t.strides[d];
+    (span < 0 ? lo : hi) += span;
+  }
+  const uintptr_t base = reinterpret_cast<uintptr_t>(t.data);
+  return {base + uintptr_t(lo * es), base + uintptr_t((hi + 1) * es)};
+}
+
+bool partiallyOverlaps(const TensorRef &a, const TensorRef &b) {
+  if (sameView(a, b))
+    return false;
+  const auto [a0, a1] = byteRange(a);
+  const auto [b0, b1] = byteRange(b);
+  return a0 < a1 && b0 < b1 && a0 < b1 && b0 < a1;
 }
 
 } // namespace mlart

@@ -8,7 +8,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -159,6 +161,88 @@ TEST(CApi, RopeCacheUpdateThroughTheCHeader) {
             std::string::npos);
   mlart_status_free(st);
   mlart_kv_cache_destroy(cache);
+  mlart_device_destroy(dev);
+}
+
+TEST(CApi, LinearWithAddendMatchesFloat64) {
+  mlart_device *dev = nullptr;
+  ASSERT_EQ(mlart_device_create_cpu(&dev), nullptr);
+  const int64_t T = 3, K = 5, N = 4;
+  std::mt19937 rng(std::random_device{}());
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  auto random = [&](int64_t n) {
+    std::vector<float> v(static_cast<size_t>(n));
+    for (float &e : v)
+      e = u(rng);
+    return v;
+  };
+  std::vector<float> x = random(T * K), w = random(N * K), r = random(T * N);
+  std::vector<double> want(T * N);
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t n = 0; n < N; ++n) {
+      double acc = r[size_t(t * N + n)];
+      for (int64_t k = 0; k < K; ++k)
+        acc += double(x[size_t(t * K + k)]) * w[size_t(n * K + k)];
+      want[size_t(t * N + n)] = acc;
+    }
+  std::vector<float> out(T * N, NAN);
+  const std::vector<float> addend = r;
+  int64_t xS[2] = {T, K}, wS[2] = {N, K}, oS[2] = {T, N};
+  mlart_linear_addend_args a = {};
+  a.x = mlart_tensor_contiguous(x.data(), MLART_DTYPE_F32, 2, xS);
+  a.weight = mlart_tensor_contiguous(w.data(), MLART_DTYPE_F32, 2, wS);
+  a.out = mlart_tensor_contiguous(out.data(), MLART_DTYPE_F32, 2, oS);
+  a.addend = mlart_tensor_contiguous(r.data(), MLART_DTYPE_F32, 2, oS);
+  ASSERT_EQ(mlart_linear_addend(dev, &a, nullptr), nullptr);
+  for (size_t i = 0; i < out.size(); ++i)
+    EXPECT_NEAR(out[i], want[i], 1e-5) << i;
+  EXPECT_EQ(r, addend) << "the addend was modified";
+
+  // In place: the addend is out's own view.
+  std::vector<float> inPlace = r;
+  a.out = mlart_tensor_contiguous(inPlace.data(), MLART_DTYPE_F32, 2, oS);
+  a.addend = a.out;
+  ASSERT_EQ(mlart_linear_addend(dev, &a, nullptr), nullptr);
+  for (size_t i = 0; i < inPlace.size(); ++i)
+    EXPECT_NEAR(inPlace[i], want[i], 1e-5) << i;
+
+  // An absent addend is the plain linear, like mlart_linear.
+  std::vector<float> plain(T * N, NAN), viaLinear(T * N, NAN);
+  a.out = mlart_tensor_contiguous(plain.data(), MLART_DTYPE_F32, 2, oS);
+  a.addend = mlart_tensor{};
+  ASSERT_EQ(mlart_linear_addend(dev, &a, nullptr), nullptr);
+  mlart_linear_args l = {a.x, a.weight,
+                         mlart_tensor_contiguous(viaLinear.data(),
+                                                 MLART_DTYPE_F32, 2, oS)};
+  ASSERT_EQ(mlart_linear(dev, &l, nullptr), nullptr);
+  EXPECT_EQ(plain, viaLinear);
+  for (size_t i = 0; i < plain.size(); ++i)
+    EXPECT_NEAR(plain[i], want[i] - r[i], 1e-5) << i;
+
+  // Malformed addends are statuses: wrong dtype, wrong shape, a shifted
+  // overlap with out.
+  std::vector<uint16_t> r16(T * N, 0);
+  a.out = mlart_tensor_contiguous(out.data(), MLART_DTYPE_F32, 2, oS);
+  a.addend = mlart_tensor_contiguous(r16.data(), MLART_DTYPE_F16, 2, oS);
+  std::string msg = take(mlart_linear_addend(dev, &a, nullptr));
+  EXPECT_NE(msg.find("must have out's dtype"), std::string::npos) << msg;
+  int64_t badS[2] = {T, N + 1};
+  std::vector<float> big(T * (N + 1), 0.0f);
+  a.addend = mlart_tensor_contiguous(big.data(), MLART_DTYPE_F32, 2, badS);
+  msg = take(mlart_linear_addend(dev, &a, nullptr));
+  EXPECT_EQ(msg.rfind("1: ", 0), 0u) << msg;
+  EXPECT_NE(msg.find("addend"), std::string::npos) << msg;
+  std::vector<float> shared(T * N + 1, 0.0f);
+  a.out = mlart_tensor_contiguous(shared.data(), MLART_DTYPE_F32, 2, oS);
+  a.addend = mlart_tensor_contiguous(shared.data() + 1, MLART_DTYPE_F32, 2, oS);
+  msg = take(mlart_linear_addend(dev, &a, nullptr));
+  EXPECT_NE(msg.find("partially overlaps out"), std::string::npos) << msg;
+  a.addend.rank = 9;
+  msg = take(mlart_linear_addend(dev, &a, nullptr));
+  EXPECT_NE(msg.find("addend: rank 9"), std::string::npos) << msg;
+  EXPECT_EQ(take(mlart_linear_addend(dev, nullptr, nullptr)),
+            "1: device and args must not be NULL");
+
   mlart_device_destroy(dev);
 }
 

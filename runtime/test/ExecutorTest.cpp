@@ -447,9 +447,16 @@ TEST_F(ExecutorErrors, KernelErrorNamesTheInstructionAndWritesNoCacheRow) {
       std::string::npos)
       << s.toString();
   EXPECT_EQ(test::cacheBytes(*cache), before);
+  EXPECT_EQ(s.message().rfind("instruction #6 ", 0), 0u) << s.toString();
   EXPECT_EQ(ran.size(), 6u) << "instructions before the failing one ran";
   EXPECT_EQ(data.out.bytes, HostTensor(DType::BF16, {T, D}).bytes)
       << "instructions after the failing one did not";
+  // The untimed path reports the same error in the same words.
+  exec->setTimingCallback(nullptr);
+  Status untimed = exec->run();
+  EXPECT_EQ(untimed.code(), s.code());
+  EXPECT_EQ(untimed.message(), s.message());
+  EXPECT_EQ(test::cacheBytes(*cache), before);
 
   // Fixing the metadata makes the same executor run again.
   data.setStep();

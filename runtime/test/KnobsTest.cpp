@@ -22,11 +22,10 @@ namespace {
 constexpr Knob kAll[] = {Knob::Pdl,        Knob::DecodeCluster,
                          Knob::DecodeVariant, Knob::DecodeMany,
                          Knob::DecodeManyVariant, Knob::SkinnyGemm,
-                         Knob::SkinnyVariant, Knob::DecodePrefetch,
-                         Knob::GemmLt, Knob::GemmAutotune,
+                         Knob::SkinnyVariant, Knob::GemmLt, Knob::GemmAutotune,
                          Knob::UpdateKernel, Knob::UpdateUnroll,
                          Knob::UpdateCtasPerSm, Knob::UpdateEarly,
-                         Knob::UpdateHints};
+                         Knob::UpdateHints, Knob::UpdateStages};
 static_assert(std::size(kAll) == kKnobCount);
 
 /// The documented defaults (docs/cuda.md, "Environment knobs").
@@ -34,11 +33,11 @@ const std::map<std::string, int> kDefaults = {
     {"MLART_PDL", 1},         {"MLART_DECODE_CLUSTER", 1},
     {"MLART_DECODE_VARIANT", 1}, {"MLART_DECODE_MANY", 1},
     {"MLART_DECODE_MANY_VARIANT", 1}, {"MLART_SKINNY_GEMM", 0},
-    {"MLART_SKINNY_VARIANT", 0}, {"MLART_DECODE_PREFETCH", 0},
+    {"MLART_SKINNY_VARIANT", 0},
     {"MLART_GEMM_LT", 1}, {"MLART_GEMM_AUTOTUNE", 1},
     {"MLART_UPDATE_KERNEL", 1}, {"MLART_UPDATE_UNROLL", 8},
     {"MLART_UPDATE_CTAS_PER_SM", 0}, {"MLART_UPDATE_EARLY", 1},
-    {"MLART_UPDATE_HINTS", 1}};
+    {"MLART_UPDATE_HINTS", 1}, {"MLART_UPDATE_STAGES", 2}};
 
 TEST(Knobs, TableNamesAndDefaults) {
   for (Knob k : kAll) {
@@ -60,6 +59,8 @@ TEST(Knobs, TableNamesAndDefaults) {
     EXPECT_TRUE(found) << s.name;
   }
   EXPECT_EQ(knobByName("MLART_NOT_A_KNOB"), std::nullopt);
+  // Removed after two H200 measurements without a gain.
+  EXPECT_EQ(knobByName("MLART_DECODE_PREFETCH"), std::nullopt);
   EXPECT_EQ(knobByName("mlart_pdl"), std::nullopt);
   EXPECT_EQ(knobByName(""), std::nullopt);
 }

@@ -19,6 +19,8 @@ for k in cg lib; do
   run ./mla-run b64.$k.mlaa --device cuda --steps 20 --context 4090 --seed 3
   run ./mla-run b64.$k.mlaa --device cuda --steps 20 --context 4090 --seed 3 --graph
 done
+# One graph replay laid out per kernel and stream (CUPTI; docs/performance.md).
+run ./mla-bench --step=b64.cg.mlaa --timeline=$OUT/timeline.txt
 if [ -z "$NO_SAN" ]; then
   run compute-sanitizer --tool memcheck --error-exitcode 9 ./mla-run l1.cg.mlaa --device cuda --graph --steps 3 --context 100
 fi

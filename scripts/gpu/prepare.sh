@@ -13,6 +13,10 @@ mkdir -p "$out"
 bin=$build/bin
 cp "$build/runtime/test/mlart-cuda-tests" "$build/runtime/bench/mla-bench" \
    "$bin/mla-run" "$build/test/codegen-kernels.mlaa" "$out/"
+# mla-bench --timeline links CUPTI when it was found: the same library goes
+# along (mla-bench looks next to itself first, $ORIGIN).
+cupti=$(ldd "$build/runtime/bench/mla-bench" | awk '/libcupti/ {print $3}')
+if [ -n "$cupti" ] && [ -e "$cupti" ]; then cp -L "$cupti" "$out/"; fi
 cp "$root/runtime/bench/gpu-run.sh" "$root/scripts/gpu/gpu-step.sh" "$root/scripts/gpu/gpu-ab.sh" \
    "$root/scripts/gpu/gpu-all.sh" "$out/"
 

@@ -148,6 +148,9 @@ private:
   /// side streams always join `origin` again, even after a failure (a
   /// capture cannot end with unjoined work). `what` prefixes messages.
   Status issueProgram(StreamHandle origin, const char *what);
+  /// `s` of instruction `i`, its message prefixed with `what` and
+  /// "instruction #i OPCODE (LOCATION): ".
+  Status instructionError(const char *what, size_t i, const Status &s) const;
 
   Artifact artifact_;
   Device *device_;

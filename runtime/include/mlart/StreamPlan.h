@@ -18,6 +18,7 @@
 
 #include "mlart/TensorRef.h"
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -46,6 +47,17 @@ bool mayOverlap(const MemoryAccess &a, const MemoryAccess &b);
 /// pair may overlap and at least one of the two writes.
 bool mustFollow(const std::vector<MemoryAccess> &later,
                 const std::vector<MemoryAccess> &earlier);
+
+/// Per instruction (accesses in program order): the earlier instructions it
+/// mustFollow(), latest first. Accesses are bucketed by resource, i.e. by
+/// maximal runs of overlapping byte intervals, so that only instructions
+/// touching one resource are compared, and a read only against writes:
+/// linear in the program for the usual shape of many small buffers, instead
+/// of a scan over every earlier instruction. `comparisons` (tests), when
+/// not null, receives how many access pairs were compared.
+std::vector<std::vector<uint32_t>>
+instructionDependencies(const std::vector<std::vector<MemoryAccess>> &accesses,
+                        size_t *comparisons = nullptr);
 
 /// Where each instruction runs and what it waits for.
 struct StreamPlan {

@@ -352,6 +352,19 @@ typedef struct mlart_linear_args {
   mlart_tensor out;
 } mlart_linear_args;
 
+/** mlart_linear with the residual in the GEMM epilogue: out = x @ weight^T
+ *  + addend, rounded once to out's dtype. The addend [T, N] has out's dtype;
+ *  it is only read, and may be the very view of out (in place) but must not
+ *  otherwise overlap it. An absent addend (data == NULL) is mlart_linear.
+ *  A struct of its own (not a field appended to mlart_linear_args) so that
+ *  programs built against the older header keep working unchanged. */
+typedef struct mlart_linear_addend_args {
+  mlart_tensor x;
+  mlart_tensor weight;
+  mlart_tensor out;
+  mlart_tensor addend; /**< optional */
+} mlart_linear_addend_args;
+
 typedef struct mlart_add_args {
   mlart_tensor a;
   mlart_tensor b;
@@ -390,6 +403,9 @@ mlart_status mlart_rms_norm(mlart_device *device,
                             mlart_stream *stream);
 mlart_status mlart_linear(mlart_device *device, const mlart_linear_args *args,
                           mlart_stream *stream);
+mlart_status mlart_linear_addend(mlart_device *device,
+                                 const mlart_linear_addend_args *args,
+                                 mlart_stream *stream);
 mlart_status mlart_add(mlart_device *device, const mlart_add_args *args,
                        mlart_stream *stream);
 

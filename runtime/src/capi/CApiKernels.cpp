@@ -206,6 +206,21 @@ mlart_status mlart_linear(mlart_device *device, const mlart_linear_args *args,
   });
 }
 
+mlart_status mlart_linear_addend(mlart_device *device,
+                                 const mlart_linear_addend_args *args,
+                                 mlart_stream *stream) {
+  return guarded([&]() -> Status {
+    StreamHandle h;
+    MLART_RETURN_IF_ERROR(checkCall(device, args, stream, h));
+    LinearArgs a;
+    MLART_RETURN_IF_ERROR(toTensorRef(args->x, "x", a.x));
+    MLART_RETURN_IF_ERROR(toTensorRef(args->weight, "weight", a.weight));
+    MLART_RETURN_IF_ERROR(toTensorRef(args->out, "out", a.out));
+    MLART_RETURN_IF_ERROR(toTensorRef(args->addend, "addend", a.addend));
+    return kernelsOf(device).linear(a, h);
+  });
+}
+
 mlart_status mlart_add(mlart_device *device, const mlart_add_args *args,
                        mlart_stream *stream) {
   return guarded([&]() -> Status {

@@ -1,8 +1,8 @@
 //===- LinearCheck.cpp - Operand checks of the linear kernels -------------===//
 #include "cpu/LinearCheck.h"
 
-#include "cpu/RopeMath.h"
 #include "cpu/TensorAccess.h"
+#include "TensorRefUtil.h"
 
 namespace mlart::cpu {
 
@@ -26,11 +26,7 @@ Status validateLinear(const LinearArgs &a) {
   MLART_RETURN_IF_ERROR(checkDim(a.addend, "addend", 1, n));
   // Each out element is written after its addend element is read, so the
   // same view works in place; a shifted overlap would read written values.
-  if (sameView(a.addend, a.out))
-    return Status::success();
-  const auto [a0, a1] = byteRange(a.addend);
-  const auto [b0, b1] = byteRange(a.out);
-  if (a0 < a1 && b0 < b1 && a0 < b1 && b0 < a1)
+  if (partiallyOverlaps(a.addend, a.out))
     return invalidArgument("addend " + a.addend.describe() +
                            " partially overlaps out " + a.out.describe() +
                            " (pass the same view to add in place)");

@@ -16,6 +16,7 @@
 #include "cpu/IndexAccess.h"
 #include "cpu/RmsNormRow.h"
 #include "cpu/RopeMath.h"
+#include "TensorRefUtil.h"
 
 #include <cstring>
 #include <string>

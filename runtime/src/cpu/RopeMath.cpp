@@ -3,10 +3,10 @@
 
 #include "cpu/IndexAccess.h"
 #include "cpu/TensorAccess.h"
+#include "TensorRefUtil.h"
 
 #include <cmath>
 #include <string>
-#include <utility>
 
 namespace mlart::cpu {
 
@@ -61,29 +61,6 @@ Status checkRopeOperand(const TensorRef &x, const char *name, bool allowRank2,
   return Status::success();
 }
 
-bool sameView(const TensorRef &a, const TensorRef &b) {
-  if (a.data != b.data || a.dtype != b.dtype || a.rank != b.rank)
-    return false;
-  for (int d = 0; d < a.rank; ++d)
-    if (a.sizes[d] != b.sizes[d] ||
-        (a.sizes[d] > 1 && a.strides[d] != b.strides[d]))
-      return false;
-  return true;
-}
-
-std::pair<uintptr_t, uintptr_t> byteRange(const TensorRef &t) {
-  const int64_t es = int64_t(dtypeSize(t.dtype));
-  int64_t lo = 0, hi = 0;
-  for (int d = 0; d < t.rank; ++d) {
-    if (t.sizes[d] == 0)
-      return {0, 0};
-    const int64_t span = (t.sizes[d] - 1) * t.strides[d];
-    (span < 0 ? lo : hi) += span;
-  }
-  const uintptr_t base = reinterpret_cast<uintptr_t>(t.data);
-  return {base + uintptr_t(lo * es), base + uintptr_t((hi + 1) * es)};
-}
-
 Status checkRopeSource(const TensorRef &qPe, const TensorRef &qPeIn) {
   if (!qPeIn.present())
     return Status::success();
@@ -97,11 +74,7 @@ Status checkRopeSource(const TensorRef &qPe, const TensorRef &qPeIn) {
   if (!same)
     return invalidArgument("q_pe_in " + qPeIn.describe() +
                            " must match q_pe " + qPe.describe());
-  if (sameView(qPe, qPeIn))
-    return Status::success();
-  const auto [a0, a1] = byteRange(qPe);
-  const auto [b0, b1] = byteRange(qPeIn);
-  if (a0 < a1 && b0 < b1 && a0 < b1 && b0 < a1)
+  if (partiallyOverlaps(qPe, qPeIn))
     return invalidArgument("q_pe_in " + qPeIn.describe() +
                            " partially overlaps q_pe " + qPe.describe() +
                            " (pass the same view to rotate in place)");

@@ -10,7 +10,6 @@
 #include "mlart/Kernels.h"
 
 #include <cstdint>
-#include <utility>
 
 namespace mlart::cpu {
 
@@ -34,13 +33,6 @@ Status checkRopeOperand(const TensorRef &x, const char *name, bool allowRank2,
 /// it, since a partial overlap would make the result depend on the order
 /// of the threads' reads and writes.
 Status checkRopeSource(const TensorRef &qPe, const TensorRef &qPeIn);
-
-/// True when `a` and `b` are the same elements (same data, dtype, sizes
-/// and strides): a rotation from `a` into `b` is then in place.
-bool sameView(const TensorRef &a, const TensorRef &b);
-
-/// Bytes [first, last) that `t` may touch; empty for an empty tensor.
-std::pair<uintptr_t, uintptr_t> byteRange(const TensorRef &t);
 
 /// Rotates `ropeDim` contiguous values of type `dtype` at `row` in place by
 /// the cos/sin row `cs` (cos first half, sin second half); the result is

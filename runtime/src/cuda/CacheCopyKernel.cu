@@ -24,6 +24,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "cuda/CacheCopyKernel.h"
+#include "cuda/CacheBulkKernel.h"
 #include "cuda/Knobs.h"
 
 #include "cuda/Launch.h"
@@ -274,7 +275,10 @@ CacheCopyConfig cacheCopyConfig() {
   // The knob table (Knobs.h) reads and checks the environment once and
   // holds the overrides of tests and the bench.
   CacheCopyConfig c;
-  c.enabled = knobValue(Knob::UpdateKernel) == 1;
+  const int kernel = knobValue(Knob::UpdateKernel);
+  c.enabled = kernel >= 1;
+  c.bulk = kernel == 2;
+  c.stages = knobValue(Knob::UpdateStages);
   c.unroll = knobValue(Knob::UpdateUnroll);
   c.ctasPerSm = knobValue(Knob::UpdateCtasPerSm);
   c.early = knobValue(Knob::UpdateEarly) == 1;
@@ -287,7 +291,8 @@ void setCacheCopyConfigForTesting(std::optional<CacheCopyConfig> c) {
     setKnobOverride(k, c ? std::optional<int>(v) : std::nullopt);
   };
   const CacheCopyConfig v = c.value_or(CacheCopyConfig());
-  set(Knob::UpdateKernel, v.enabled ? 1 : 0);
+  set(Knob::UpdateKernel, !v.enabled ? 0 : v.bulk ? 2 : 1);
+  set(Knob::UpdateStages, v.stages);
   set(Knob::UpdateUnroll, v.unroll);
   set(Knob::UpdateCtasPerSm, v.ctasPerSm);
   set(Knob::UpdateEarly, v.early ? 1 : 0);
@@ -295,9 +300,11 @@ void setCacheCopyConfigForTesting(std::optional<CacheCopyConfig> c) {
 }
 
 std::string describe(const CacheCopyConfig &c) {
-  std::string s = "U=" + std::to_string(c.unroll) +
-                  (c.ctasPerSm ? " ctas/SM=" + std::to_string(c.ctasPerSm)
-                               : std::string(" tile/CTA"));
+  std::string s =
+      (c.bulk ? "bulk S=" + std::to_string(c.ctasPerSm ? c.stages : 1)
+              : "U=" + std::to_string(c.unroll)) +
+      (c.ctasPerSm ? " ctas/SM=" + std::to_string(c.ctasPerSm)
+                   : std::string(c.bulk ? " chunk/CTA" : " tile/CTA"));
   s += c.early ? " early" : " wait";
   s += " hints=" + std::to_string(c.hints);
   return s;
@@ -305,6 +312,13 @@ std::string describe(const CacheCopyConfig &c) {
 
 Status launchCacheCopy(CudaContext &ctx, const CacheCopyParams &p,
                        const CacheCopyConfig &cfg, cudaStream_t stream) {
+  if (cfg.bulk) {
+    CacheCopyConfig b = cfg;
+    if (b.ctasPerSm == 0)
+      b.stages = 1; // one chunk a CTA: a ring would be idle shared memory
+    launches.fetch_add(1, std::memory_order_relaxed);
+    return launchCacheBulk(ctx, p, b, stream);
+  }
   const KernelFn kernel = pickKernel(cfg);
   const int64_t tileTokens = int64_t(kTokensPerPass) * cfg.unroll;
   const int64_t tiles = std::max<int64_t>(1, (p.T + tileTokens - 1) / tileTokens);

@@ -19,15 +19,20 @@ namespace mlart::cuda {
 
 /// Which kernel writes a large plain update, and its compiled-in variant.
 struct CacheCopyConfig {
-  /// MLART_UPDATE_KERNEL: 0 general kernel, 1 this one. Defaults: the best
-  /// of the H200 sweep (2026-12-03, T=65536 random slots): U=8, one tile a
-  /// CTA, early loads, hints 1: 44.3 us against 45.6 us for the general
-  /// kernel (docs/performance.md).
+  /// MLART_UPDATE_KERNEL: 0 general kernel, 1 this one, 2 the bulk-copy
+  /// kernel (CacheBulkKernel.h). Defaults: the best of the H200 sweep
+  /// (2026-12-03, T=65536 random slots): U=8, one tile a CTA, early loads,
+  /// hints 1: 44.3 us against 45.6 us for the general kernel
+  /// (docs/performance.md).
   bool enabled = true;
+  bool bulk = false; ///< MLART_UPDATE_KERNEL=2
+  /// MLART_UPDATE_STAGES: the bulk kernel's ring of 32-row stages (36 KB
+  /// each) when persistent; one chunk a CTA (ctasPerSm 0) uses one stage.
+  int stages = 2;
   int unroll = 8;       ///< MLART_UPDATE_UNROLL: 16-byte loads a thread, 4/8/16
-  /// MLART_UPDATE_CTAS_PER_SM: 0 = one tile per CTA (no persistence), else
-  /// a persistent grid of that many CTAs an SM (1/2/4/8), capped by what
-  /// fits on an SM.
+  /// MLART_UPDATE_CTAS_PER_SM: 0 = one tile (bulk: one 32-row chunk) per
+  /// CTA (no persistence), else a persistent grid of that many CTAs an SM
+  /// (1/2/4/8), capped by what fits on an SM.
   int ctasPerSm = 0;
   bool early = true; ///< MLART_UPDATE_EARLY: first tile loaded before the PDL wait
   /// MLART_UPDATE_HINTS: 0 plain loads/stores; 1 ld.global.nc.L1::no_allocate
@@ -44,7 +49,8 @@ CacheCopyConfig cacheCopyConfig();
 void setCacheCopyConfigForTesting(std::optional<CacheCopyConfig> c);
 /// Launches of the copy kernel so far (tests: which kernel a call took).
 uint64_t cacheCopyLaunchCount();
-/// "U=8 ctas/SM=4 early hints=1" (bench row names, messages).
+/// "U=8 ctas/SM=4 early hints=1", "bulk S=3 ctas/SM=2 early hints=1"
+/// (bench row names, messages).
 std::string describe(const CacheCopyConfig &c);
 
 /// One large plain update. Byte strides; slots as in WriteParams.

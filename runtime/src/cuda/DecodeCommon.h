@@ -112,9 +112,6 @@ struct DecodeParams : DecodeIo {
   /// one cluster and merge their partials through distributed shared memory
   /// (partOut/partLse unused).
   int clusterMerge;
-  /// 16-head kernel: tiles of its range each CTA asks L2 to prefetch before
-  /// its dependent-launch wait (0: none); see l2PrefetchFirstTiles.
-  int prefetchTiles = 0;
 };
 
 /// Whether the 16-head kernel merges 2..kMaxClusterSplits splits inside a

@@ -248,47 +248,9 @@ clusterMergeEpilogue(const DecodeParams &p, const float (&o)[16][4],
   cluster.sync(); // no CTA exits while another reads its shared memory
 }
 
-/// Runs BEFORE the dependent-launch wait (Launch.h): asks L2 to prefetch
-/// the pages of this CTA's first p.prefetchTiles tiles, so that when the
-/// kernel is launched early behind a short kernel (the fused rope + cache
-/// write) its first tiles stream in while that kernel still runs. Only
-/// hints: nothing is written, the sequence length and block table may be
-/// stale here (they are read again after the wait), every block id is
-/// clamped into the cache, and L2 is the point of coherence, so a row the
-/// previous kernel writes later is still read fresh after the wait.
-__device__ __forceinline__ void l2PrefetchFirstTiles(const DecodeParams &p) {
-  const int split = blockIdx.x, b = blockIdx.y;
-  int len = p.seqLens[b * p.seqStride];
-  const int64_t cap = p.c.maxBlocks * p.c.blockSize;
-  if (blockIdx.z != 0 || len <= 0 || int64_t(len) > cap)
-    return;
-  const int tiles = (len + kTile - 1) / kTile;
-  const int perSplit = (tiles + p.splits - 1) / p.splits;
-  const int t0 = split * perSplit;
-  const int t1 = min(min(tiles, t0 + perSplit), t0 + p.prefetchTiles);
-  if (t0 >= t1)
-    return;
-  const int rowEnd = min(len, t1 * kTile);
-  const int firstBlock = (t0 * kTile) >> p.bsLog2;
-  const int lastBlock = (rowEnd - 1) >> p.bsLog2;
-  const uint32_t blockBytes = uint32_t(p.c.blockSize) * uint32_t(kD * 2);
-  for (int i = firstBlock + int(threadIdx.x); i <= lastBlock;
-       i += int(blockDim.x)) {
-    const int64_t id = p.c.table[b * p.c.tableS0 + int64_t(i) * p.c.tableS1];
-    if (id < 0 || id >= p.c.numBlocks)
-      continue;
-    const uint8_t *page = p.c.data + id * int64_t(blockBytes);
-    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(page),
-                 "r"(blockBytes)
-                 : "memory");
-  }
-}
-
 template <bool kSplitK>
 __global__ void __launch_bounds__(kThreadsTc, 1)
     decodeTcKernel(DecodeParams p) {
-  if (p.prefetchTiles > 0)
-    l2PrefetchFirstTiles(p);
   pdlPrologue();
   extern __shared__ __align__(16) uint8_t smem[];
   uint16_t *Qs = reinterpret_cast<uint16_t *>(smem);
@@ -963,8 +925,6 @@ Status decodeAttention(CudaContext &ctx, const DecodeAttentionArgs &a,
   p.partOut = nullptr;
   p.partLse = nullptr;
   p.clusterMerge = 0;
-  // Only useful when the kernel can start early (dependent launch).
-  p.prefetchTiles = pdlEnabled() ? knobValue(Knob::DecodePrefetch) : 0;
 
   // The 16-head kernel's launch: with 2..kMaxClusterSplits splits the CTAs
   // of a (sequence, head group) form one cluster along x (grid.x = splits)

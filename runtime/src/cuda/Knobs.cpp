@@ -16,12 +16,14 @@ constexpr KnobChoice kOffOn[] = {{"0", 0}, {"1", 1}};
 constexpr KnobChoice kDecodeMany[] = {
     {"0", 0}, {"1", 1}, {"2", 2}, {"3", 3},
     {"4", 4}, {"5", 5}, {"6", 6}, {"force", kDecodeManyForce}};
-constexpr KnobChoice kPrefetchTiles[] = {
-    {"0", 0}, {"1", 1}, {"2", 2}, {"3", 3}, {"4", 4}, {"6", 6}, {"8", 8}};
 constexpr KnobChoice kUpdateUnroll[] = {{"4", 4}, {"8", 8}, {"16", 16}};
 constexpr KnobChoice kUpdateCtas[] = {
     {"0", 0}, {"1", 1}, {"2", 2}, {"4", 4}, {"8", 8}};
 constexpr KnobChoice kUpdateHints[] = {{"0", 0}, {"1", 1}, {"2", 2}};
+/// 0 the general kernel, 1 the streaming kernel, 2 the bulk-copy kernel.
+constexpr KnobChoice kUpdateKernels[] = {{"0", 0}, {"1", 1}, {"2", 2}};
+constexpr KnobChoice kUpdateStages[] = {
+    {"1", 1}, {"2", 2}, {"3", 3}, {"4", 4}, {"6", 6}};
 constexpr KnobChoice kManyVariant[] = {{"0", 0}, {"1", 1}, {"2", 2}};
 constexpr KnobChoice kSkinnyVariantChoices[] = {
     {"0", 0}, {"1", 1}, {"2", 2}, {"3", 3}, {"4", 4}};
@@ -45,17 +47,17 @@ constexpr KnobSpec kKnobs[kKnobCount] = {
     spec(Knob::SkinnyGemm, "MLART_SKINNY_GEMM", 0, kOffOn),
     spec(Knob::SkinnyVariant, "MLART_SKINNY_VARIANT", 0,
          kSkinnyVariantChoices),
-    spec(Knob::DecodePrefetch, "MLART_DECODE_PREFETCH", 0, kPrefetchTiles),
     // On: with concurrent streams the tuned cuBLASLt GEMMs took the V2-Lite
     // step from 119.2-120.1 to 116.0-117.2 us on the H200 (2026-12-03).
     spec(Knob::GemmLt, "MLART_GEMM_LT", 1, kOffOn),
     spec(Knob::GemmAutotune, "MLART_GEMM_AUTOTUNE", 1, kOffOn),
     // The streaming update kernel: the H200 sweep's best (2026-12-03).
-    spec(Knob::UpdateKernel, "MLART_UPDATE_KERNEL", 1, kOffOn),
+    spec(Knob::UpdateKernel, "MLART_UPDATE_KERNEL", 1, kUpdateKernels),
     spec(Knob::UpdateUnroll, "MLART_UPDATE_UNROLL", 8, kUpdateUnroll),
     spec(Knob::UpdateCtasPerSm, "MLART_UPDATE_CTAS_PER_SM", 0, kUpdateCtas),
     spec(Knob::UpdateEarly, "MLART_UPDATE_EARLY", 1, kOffOn),
     spec(Knob::UpdateHints, "MLART_UPDATE_HINTS", 1, kUpdateHints),
+    spec(Knob::UpdateStages, "MLART_UPDATE_STAGES", 2, kUpdateStages),
 };
 
 constexpr bool inKnobOrder() {
@@ -67,11 +69,12 @@ constexpr bool inKnobOrder() {
 static_assert(inKnobOrder(), "kKnobs must list the knobs in Knob order");
 
 constexpr int kNoOverride = INT_MIN;
+// Constant-initialized (one kNoOverride per knob), so no static
+// initialization order can see a zero.
 std::atomic<int> overrides[kKnobCount] = {
-    kNoOverride, kNoOverride, kNoOverride, kNoOverride,
-    kNoOverride, kNoOverride, kNoOverride, kNoOverride,
     kNoOverride, kNoOverride, kNoOverride, kNoOverride, kNoOverride,
-    kNoOverride, kNoOverride};
+    kNoOverride, kNoOverride, kNoOverride, kNoOverride, kNoOverride,
+    kNoOverride, kNoOverride, kNoOverride, kNoOverride, kNoOverride};
 
 const KnobValues &environmentKnobs() {
   static const KnobValues values = [] {

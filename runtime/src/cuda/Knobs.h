@@ -26,14 +26,14 @@ enum class Knob : int {
   DecodeManyVariant, ///< MLART_DECODE_MANY_VARIANT: its TMA variants
   SkinnyGemm,        ///< MLART_SKINNY_GEMM: the M <= 64 GEMM
   SkinnyVariant,     ///< MLART_SKINNY_VARIANT: its A/B variants
-  DecodePrefetch,    ///< MLART_DECODE_PREFETCH: decode tiles prefetched
   GemmLt,            ///< MLART_GEMM_LT: plain linears through cuBLASLt
   GemmAutotune,      ///< MLART_GEMM_AUTOTUNE: time cuBLASLt's algorithms
-  UpdateKernel,      ///< MLART_UPDATE_KERNEL: streaming large-update kernel
+  UpdateKernel,      ///< MLART_UPDATE_KERNEL: large-update kernel 0/1/2
   UpdateUnroll,      ///< MLART_UPDATE_UNROLL: its 16-byte loads a thread
   UpdateCtasPerSm,   ///< MLART_UPDATE_CTAS_PER_SM: 0 = a tile a CTA
   UpdateEarly,       ///< MLART_UPDATE_EARLY: first tile before the wait
   UpdateHints,       ///< MLART_UPDATE_HINTS: cache hints 0 / 1 / 2
+  UpdateStages,      ///< MLART_UPDATE_STAGES: the bulk kernel's ring
 };
 constexpr int kKnobCount = 15;
 

@@ -359,6 +359,88 @@ TEST(CApiCuda, CacheUpdateAndRmsNormMatchTheCpuDevice) {
   }
 }
 
+/// Inputs of one bf16 linear with addend: x [T, K], w [N, K], r [T, N].
+struct LinearInputs {
+  int64_t T = 0, K = 0, N = 0;
+  std::vector<uint8_t> x, w, r;
+};
+
+/// Runs mlart_linear_addend on `stream` of `dev` through buffers (out
+/// poisoned with NaN first; in place: out starts as the addend and is passed
+/// as both). Returns out and the addend read back afterwards.
+void runLinearAddend(mlart_device *dev, mlart_stream *stream,
+                     const LinearInputs &in, bool inPlace,
+                     std::vector<uint8_t> &out, std::vector<uint8_t> &addend) {
+  Buf bx(dev, in.x.size()), bw(dev, in.w.size()), br(dev, in.r.size()),
+      bo(dev, in.r.size());
+  ASSERT_C_OK(mlart_buffer_write_on(bx.b, 0, in.x.data(), in.x.size(), stream));
+  ASSERT_C_OK(mlart_buffer_write_on(bw.b, 0, in.w.data(), in.w.size(), stream));
+  ASSERT_C_OK(mlart_buffer_write_on(br.b, 0, in.r.data(), in.r.size(), stream));
+  std::vector<uint8_t> nan(in.r.size());
+  for (size_t i = 0; i < nan.size() / 2; ++i)
+    storeFromFloat(nan.data(), DType::BF16, i, NAN);
+  ASSERT_C_OK(mlart_buffer_write_on(bo.b, 0, nan.data(), nan.size(), stream));
+  mlart_linear_addend_args a = {};
+  a.x = bx.view(MLART_DTYPE_BF16, {in.T, in.K});
+  a.weight = bw.view(MLART_DTYPE_BF16, {in.N, in.K});
+  a.addend = br.view(MLART_DTYPE_BF16, {in.T, in.N});
+  a.out = inPlace ? a.addend : bo.view(MLART_DTYPE_BF16, {in.T, in.N});
+  ASSERT_C_OK(mlart_linear_addend(dev, &a, stream));
+  ASSERT_C_OK(mlart_stream_synchronize(stream));
+  out.assign(in.r.size(), 0);
+  addend.assign(in.r.size(), 0);
+  ASSERT_C_OK(mlart_buffer_read_on(inPlace ? br.b : bo.b, 0, out.data(),
+                                   out.size(), stream));
+  ASSERT_C_OK(
+      mlart_buffer_read_on(br.b, 0, addend.data(), addend.size(), stream));
+}
+
+TEST(CApiCuda, LinearAddendMatchesTheCpuDevice) {
+  REQUIRE_CUDA(gpu);
+  ASSERT_C_OK(mlart_stream_create(gpu.dev, &gpu.stream));
+  DeviceAndStream cpu;
+  ASSERT_C_OK(mlart_device_create_cpu(&cpu.dev));
+  ASSERT_C_OK(mlart_stream_create(cpu.dev, &cpu.stream));
+  struct Shape {
+    int64_t T, K, N;
+  };
+  for (Shape sh : {Shape{1, 512, 2048}, Shape{7, 2048, 512},
+                   Shape{64, 1536, 2048}}) {
+    SCOPED_TRACE("T=" + std::to_string(sh.T) + " K=" + std::to_string(sh.K) +
+                 " N=" + std::to_string(sh.N));
+    LinearInputs in;
+    in.T = sh.T;
+    in.K = sh.K;
+    in.N = sh.N;
+    in.x = randomBf16(sh.T * sh.K, -1.0f, 1.0f);
+    in.w = randomBf16(sh.N * sh.K, -0.05f, 0.05f);
+    in.r = randomBf16(sh.T * sh.N, -2.0f, 2.0f);
+    std::vector<uint8_t> want, wantAddend;
+    ASSERT_NO_FATAL_FAILURE(
+        runLinearAddend(cpu.dev, cpu.stream, in, false, want, wantAddend));
+    ASSERT_EQ(wantAddend, in.r) << "the CPU device modified the addend";
+    for (bool inPlace : {false, true}) {
+      SCOPED_TRACE(inPlace ? "in place" : "separate out");
+      std::vector<uint8_t> got, gotAddend;
+      ASSERT_NO_FATAL_FAILURE(
+          runLinearAddend(gpu.dev, gpu.stream, in, inPlace, got, gotAddend));
+      EXPECT_LT(relErrBf16(want, got), 1e-2);
+      if (!inPlace)
+        EXPECT_TRUE(gotAddend == in.r) << "the CUDA device modified the addend";
+    }
+  }
+  // A malformed addend is refused before any launch.
+  Buf x(gpu.dev, 4 * 64 * 2), w(gpu.dev, 32 * 64 * 2), o(gpu.dev, 4 * 32 * 2);
+  mlart_linear_addend_args a = {};
+  a.x = x.view(MLART_DTYPE_BF16, {4, 64});
+  a.weight = w.view(MLART_DTYPE_BF16, {32, 64});
+  a.out = o.view(MLART_DTYPE_BF16, {4, 32});
+  a.addend = x.view(MLART_DTYPE_BF16, {4, 33});
+  CStatus st(mlart_linear_addend(gpu.dev, &a, gpu.stream));
+  EXPECT_EQ(st.code(), MLART_STATUS_INVALID_ARGUMENT) << st.message();
+  EXPECT_TRUE(st.mentions("addend")) << st.message();
+}
+
 constexpr int64_t kT = 5, kRow = 24, kLatentSmall = 16;
 
 std::vector<uint8_t> addAndCacheProgram() {

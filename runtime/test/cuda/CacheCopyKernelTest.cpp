@@ -33,6 +33,17 @@ struct ConfigOverride {
   ~ConfigOverride() { cuda::setCacheCopyConfigForTesting(std::nullopt); }
 };
 
+CacheCopyConfig bulkVariant(int stages, int ctas, bool early, int hints) {
+  CacheCopyConfig c;
+  c.enabled = true;
+  c.bulk = true;
+  c.stages = stages;
+  c.ctasPerSm = ctas;
+  c.early = early;
+  c.hints = hints;
+  return c;
+}
+
 /// Every compiled variant, enabled.
 std::vector<CacheCopyConfig> allVariants() {
   std::vector<CacheCopyConfig> out;
@@ -48,6 +59,16 @@ std::vector<CacheCopyConfig> allVariants() {
           c.hints = hints;
           out.push_back(c);
         }
+  // The bulk-copy kernel: one chunk a CTA (one stage), or persistent with
+  // every ring depth.
+  for (int ctas : {0, 1, 2, 4, 8})
+    for (int stages : {1, 2, 3, 4, 6}) {
+      if (ctas == 0 && stages != 1)
+        continue;
+      for (bool early : {false, true})
+        for (int hints : {0, 1, 2})
+          out.push_back(bulkVariant(stages, ctas, early, hints));
+    }
   return out;
 }
 
@@ -171,6 +192,13 @@ TEST(CacheCopyConfig, DefaultsAreTheKnobTable) {
   cuda::setKnobOverride(cuda::Knob::UpdateKernel, std::nullopt);
   EXPECT_EQ(cuda::describe(variant(8, 4, true, 1)), "U=8 ctas/SM=4 early hints=1");
   EXPECT_EQ(cuda::describe(variant(16, 0, false, 0)), "U=16 tile/CTA wait hints=0");
+  EXPECT_EQ(cuda::describe(bulkVariant(3, 2, true, 1)), "bulk S=3 ctas/SM=2 early hints=1");
+  EXPECT_EQ(cuda::describe(bulkVariant(3, 0, false, 2)), "bulk S=1 chunk/CTA wait hints=2");
+  EXPECT_EQ(def.stages, cuda::knobSpec(cuda::Knob::UpdateStages).defaultValue);
+  cuda::setKnobOverride(cuda::Knob::UpdateKernel, 2);
+  EXPECT_TRUE(cuda::cacheCopyConfig().bulk);
+  EXPECT_TRUE(cuda::cacheCopyConfig().enabled);
+  cuda::setKnobOverride(cuda::Knob::UpdateKernel, std::nullopt);
 }
 
 /// Runs `u` on both devices, expects the copy kernel to have run once and
@@ -193,7 +221,9 @@ void expectMatches(CudaDevice *dev, Update &u, const std::string &what) {
 TEST(CudaCacheCopy, ShapesMatchCpuBitForBit) {
   REQUIRE_GPU();
   for (const CacheCopyConfig &cfg :
-       {variant(8, 4, true, 1), variant(4, 0, false, 0), variant(16, 1, true, 2)}) {
+       {variant(8, 4, true, 1), variant(4, 0, false, 0), variant(16, 1, true, 2),
+        bulkVariant(1, 0, true, 1), bulkVariant(3, 2, true, 1),
+        bulkVariant(6, 1, false, 0)}) {
     ConfigOverride use(cfg);
     int i = 0;
     for (int64_t T : {1025, 4096, 65536})
@@ -273,19 +303,23 @@ TEST(CudaCacheCopy, BadSlotWritesNothing) {
 // stops every CTA; checkErrors reports it.
 TEST(CudaCacheCopy, BadSlotWithAsynchronousChecks) {
   REQUIRE_GPU();
-  ConfigOverride use(variant(8, 4, true, 1));
-  Update u(dev, DType::F16, 8192, 8192, false, Source::BothSlices, false);
-  std::vector<int32_t> sl(8192);
-  std::memcpy(sl.data(), u.slots.host.data(), sl.size() * 4);
-  sl[4321] = int32_t(u.desc.numSlots());
-  u.setSlots(dev, std::vector<int64_t>(sl.begin(), sl.end()), false);
-  dev->setSynchronousChecks(false);
-  Status s = dev->kernels().cacheUpdate(u.args(true), nullptr);
-  dev->setSynchronousChecks(true);
-  EXPECT_TRUE(s.ok()) << s.message();
-  EXPECT_TRUE(dev->synchronize().ok());
-  EXPECT_EQ(dev->checkErrors(nullptr).code(), StatusCode::OutOfRange);
-  EXPECT_TRUE(u.cache.down(dev) == u.cache.host) << "cache was touched";
+  for (const CacheCopyConfig &cfg :
+       {variant(8, 4, true, 1), bulkVariant(3, 2, true, 1)}) {
+    ConfigOverride use(cfg);
+    Update u(dev, DType::F16, 8192, 8192, false, Source::BothSlices, false);
+    std::vector<int32_t> sl(8192);
+    std::memcpy(sl.data(), u.slots.host.data(), sl.size() * 4);
+    sl[4321] = int32_t(u.desc.numSlots());
+    u.setSlots(dev, std::vector<int64_t>(sl.begin(), sl.end()), false);
+    dev->setSynchronousChecks(false);
+    Status s = dev->kernels().cacheUpdate(u.args(true), nullptr);
+    dev->setSynchronousChecks(true);
+    EXPECT_TRUE(s.ok()) << s.message();
+    EXPECT_TRUE(dev->synchronize().ok());
+    EXPECT_EQ(dev->checkErrors(nullptr).code(), StatusCode::OutOfRange);
+    EXPECT_TRUE(u.cache.down(dev) == u.cache.host)
+        << cuda::describe(cfg) << ": cache was touched";
+  }
 }
 
 // Calls the kernel does not take fall back to the general one (and are
@@ -335,11 +369,13 @@ TEST(CudaCacheCopy, ReadsWhatThePreviousKernelWrote) {
   REQUIRE_GPU();
   constexpr int64_t T = 8192;
   constexpr int kSteps = 3;
+  for (bool bulk : {false, true})
   for (bool early : {true, false})
     for (bool graph : {false, true}) {
-      SCOPED_TRACE(std::string(early ? "early" : "wait") +
-                   (graph ? ", graph" : ", eager"));
-      ConfigOverride use(variant(8, 4, early, 1));
+      const CacheCopyConfig cfg =
+          bulk ? bulkVariant(3, 2, early, 1) : variant(8, 4, early, 1);
+      SCOPED_TRACE(cuda::describe(cfg) + (graph ? ", graph" : ", eager"));
+      ConfigOverride use(cfg);
       // PDL on and asynchronous checks (no host round trip) for this case.
       struct Mode {
         CudaDevice *d;
