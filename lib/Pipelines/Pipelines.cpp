@@ -12,6 +12,8 @@
 //  5. lift-q-prep (decode): explicit q preparation that CSE can share; it
 //     runs before fuse-rope so the q rope's user (q_concat) follows the
 //     update and the q rope fuses into the same kernel.
+//  5b. fuse-kv-norm: the latent RMSNorm whose only reader is the fused
+//     update goes into it (its kernel reads the latent rows anyway).
 //  6. schedule: move updates early (or late) within their effects.
 //  7. fuse-into-attention (decode, targets whose kernel can write rows).
 //  8. canonicalize + cse, then verify the cache order of the result.
@@ -77,6 +79,9 @@ void buildPipeline(OpPassManager &pm, const PipelineOptions &options,
     pm.addPass(createMLALiftQPrep());
   if (options.fuseRope)
     pm.addPass(createMLAFuseRopeKVUpdate());
+  // On the fused update only: its kernel already reads each latent row.
+  if (options.fuseKVNorm)
+    pm.addPass(createMLAFuseKVNorm());
   if (options.schedule != ScheduleChoice::None) {
     MLAScheduleKVUpdatesOptions scheduleOptions;
     scheduleOptions.strategy = options.schedule == ScheduleChoice::Early

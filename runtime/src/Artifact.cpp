@@ -93,7 +93,10 @@ constexpr OperandSpec kRopeCacheUpdate[] = {
     {"cos_sin", kR2, kF32, false, false},
     {"q_pe", kR2 | kR3, kFloat, true, true},
     {"k_pe_out", kR2, kFloat, true, true},
-    {"q_pe_in", kR2 | kR3, kFloat, true, false}};
+    {"q_pe_in", kR2 | kR3, kFloat, true, false},
+    // Came after the format's first RopeCacheUpdate: an artifact without it
+    // holds kNoIndex here (no norm) and a zero floatAttr.
+    {"latent_norm_weight", kR1, kFloat, true, false}};
 constexpr OperandSpec kDecode[] = {{"q", kR3, kFloat, false, false},
                                    {"block_table", kR2, kI32, false, false},
                                    {"seq_lens", kR1, kI32, false, false},
@@ -825,6 +828,8 @@ private:
       break;
     case Opcode::RopeCacheUpdate:
       needsCache = allowsCache = hasStyle = true;
+      // floatAttr is the latent norm's epsilon, with its weight only.
+      hasFloat = inst.operands[8] != kNoIndex;
       break;
     case Opcode::DecodeAttention:
       needsCache = allowsCache = hasFloat = hasSplits = true;
@@ -871,6 +876,14 @@ private:
         return invalid(what + ": operands 'q_pe_in' and 'q_pe' differ in "
                               "shape or dtype");
     }
+    if (inst.opcode == Opcode::RopeCacheUpdate &&
+        inst.operands[8] != kNoIndex &&
+        a_.views_[inst.operands[8]].sizes[0] !=
+            a_.caches_[inst.cache].desc.latentRank)
+      return invalid(what +
+                     ": operand 'latent_norm_weight' must have the "
+                     "cache's latent rank " +
+                     std::to_string(a_.caches_[inst.cache].desc.latentRank));
     if (inst.opcode == Opcode::Linear && inst.operands[3] != kNoIndex) {
       // The addend is summed into out before rounding: out's shape and dtype.
       const ViewDecl &a = a_.views_[inst.operands[3]];
@@ -884,7 +897,8 @@ private:
     }
     if (hasFloat) {
       if (!std::isfinite(inst.floatAttr) ||
-          (inst.opcode == Opcode::RmsNorm && inst.floatAttr < 0.0f))
+          (inst.opcode == Opcode::RmsNorm && inst.floatAttr < 0.0f) ||
+          (inst.opcode == Opcode::RopeCacheUpdate && !(inst.floatAttr > 0.0f)))
         return invalid(what + ": scalar attribute " +
                        std::to_string(inst.floatAttr) + " is not valid");
     } else if (floatBits(inst.floatAttr) != 0) {

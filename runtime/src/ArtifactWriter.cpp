@@ -230,17 +230,15 @@ uint32_t ArtifactWriter::rope(uint32_t x, uint32_t positions, uint32_t cosSin,
   return addInstruction(make(Opcode::Rope, {x, positions, cosSin}, loc,
                              kNoIndex, 0.0f, int32_t(style)));
 }
-uint32_t ArtifactWriter::ropeCacheUpdate(uint32_t cache, uint32_t kvC,
-                                         uint32_t kPe, uint32_t slotMapping,
-                                         uint32_t positions, uint32_t cosSin,
-                                         RopeStyle style, uint32_t qPe,
-                                         uint32_t kPeOut,
-                                         const std::string &loc,
-                                         uint32_t qPeIn) {
-  return addInstruction(
-      make(Opcode::RopeCacheUpdate,
-           {kvC, kPe, slotMapping, positions, cosSin, qPe, kPeOut, qPeIn}, loc,
-           cache, 0.0f, int32_t(style)));
+uint32_t ArtifactWriter::ropeCacheUpdate(
+    uint32_t cache, uint32_t kvC, uint32_t kPe, uint32_t slotMapping,
+    uint32_t positions, uint32_t cosSin, RopeStyle style, uint32_t qPe,
+    uint32_t kPeOut, const std::string &loc, uint32_t qPeIn,
+    uint32_t latentNormWeight, float latentNormEpsilon) {
+  return addInstruction(make(Opcode::RopeCacheUpdate,
+                             {kvC, kPe, slotMapping, positions, cosSin, qPe,
+                              kPeOut, qPeIn, latentNormWeight},
+                             loc, cache, latentNormEpsilon, int32_t(style)));
 }
 uint32_t ArtifactWriter::decodeAttention(uint32_t cache, uint32_t q,
                                          uint32_t blockTable, uint32_t seqLens,

@@ -21,6 +21,10 @@ std::string codegenKernelName(const CodegenSignature &sig) {
     name += dtypeName(sig.positions);
     if (sig.rotatesQ)
       name += "_q";
+    if (sig.latentNorm) {
+      name += "_norm_";
+      name += dtypeName(sig.normWeight);
+    }
   }
   return name;
 }

@@ -143,15 +143,15 @@ Status Executor::runInstruction(const Instruction &inst, StreamHandle stream) {
     return k.cacheUpdate({op(0), op(1), op(2), cache}, stream);
   case Opcode::Rope:
     return k.rope({op(0), op(1), op(2), style}, stream);
-  case Opcode::RopeCacheUpdate:
+  case Opcode::RopeCacheUpdate: {
+    // Slot 8 and floatAttr: the optional latent norm (weight, epsilon).
+    const RopeCacheUpdateArgs a = {op(0), op(1), op(2), cache,
+                                   op(3), op(4), style, op(5),
+                                   op(6), op(7), op(8), inst.floatAttr};
     if (inst.kernel != kNoIndex && device_->supportsCodegenKernels())
-      return runCodegen(
-          inst,
-          {op(0), op(1), op(2), cache, op(3), op(4), style, op(5), op(6), op(7)},
-          stream);
-    return k.ropeCacheUpdate(
-        {op(0), op(1), op(2), cache, op(3), op(4), style, op(5), op(6), op(7)},
-        stream);
+      return runCodegen(inst, a, stream);
+    return k.ropeCacheUpdate(a, stream);
+  }
   case Opcode::DecodeAttention:
     return k.decodeAttention({op(0), cache, op(1), op(2), inst.floatAttr, op(3),
                               op(4), int(inst.intAttr)},

@@ -833,9 +833,60 @@ TEST(Artifact, RopeCacheUpdateQPeSource) {
     inst.opcode = Opcode::RopeCacheUpdate;
     inst.cache = 0;
     inst.intAttr = int32_t(RopeStyle::NeoX);
-    inst.operands = {3, 4, 5, 5, cs, qOut, kNoIndex, qIn, qIn, kNoIndex};
+    inst.operands = {3, 4, 5, 5, cs, qOut, kNoIndex, qIn, kNoIndex, qIn};
     w.addInstruction(inst);
-    expectInvalid(w, "operand slot 8 must be empty");
+    expectInvalid(w, "operand slot 9 must be empty");
+  }
+}
+
+/// rope_cache_update's optional latent norm: the weight in slot 8 (absent
+/// in older artifacts), its epsilon in the float attribute, which must be
+/// zero without a weight and positive and finite with one.
+TEST(Artifact, RopeCacheUpdateLatentNorm) {
+  // Views of the small program: 0 x[2,12], 1 tmp, 2 w[12], 3 kv_c [2, 8],
+  // 4 k_pe, 5 slots, 6 out. The cache's latent rank is 8.
+  auto program = [](ArtifactWriter &w, int64_t weightSize, DType weightType,
+                    float eps) {
+    w.allocateArena(128);
+    const uint32_t cs = w.arenaView(64, DType::F32, {4, 4});
+    const uint32_t weight =
+        weightSize < 0 ? kNoIndex
+                       : w.bufferView(0, 0, weightType, {weightSize}, {1});
+    w.ropeCacheUpdate(0, 3, 4, 5, 5, cs, RopeStyle::NeoX, kNoIndex, kNoIndex,
+                      "rope", kNoIndex, weight, eps);
+    return weight;
+  };
+  for (bool withNorm : {false, true}) {
+    ArtifactWriter w = smallProgram();
+    const uint32_t weight =
+        program(w, withNorm ? 8 : -1, DType::BF16, withNorm ? 1e-6f : 0.0f);
+    StatusOr<std::vector<uint8_t>> b = w.finish();
+    ASSERT_TRUE(b.ok()) << b.status().toString();
+    StatusOr<Artifact> a = Artifact::load(b->data(), b->size());
+    ASSERT_TRUE(a.ok()) << a.status().toString();
+    const Instruction &inst = a->instructions().back();
+    EXPECT_EQ(inst.opcode, Opcode::RopeCacheUpdate);
+    EXPECT_EQ(inst.operands[8], weight);
+    EXPECT_EQ(inst.floatAttr, withNorm ? 1e-6f : 0.0f);
+  }
+  struct Bad {
+    int64_t size;
+    DType type;
+    float eps;
+    const char *error;
+  } cases[] = {
+      {12, DType::BF16, 1e-6f,
+       "operand 'latent_norm_weight' must have the cache's latent rank 8"},
+      {8, DType::I32, 1e-6f, "operand 'latent_norm_weight' has dtype i32"},
+      {8, DType::BF16, 0.0f, "is not valid"},
+      {8, DType::BF16, -1.0f, "is not valid"},
+      {8, DType::BF16, INFINITY, "is not valid"},
+      {-1, DType::BF16, 1e-6f, "unused float attribute is not zero"}};
+  for (const Bad &c : cases) {
+    SCOPED_TRACE(c.error);
+    ArtifactWriter w = smallProgram();
+    program(w, c.size, c.type, c.eps);
+    expectInvalid(w, c.error);
   }
 }
 

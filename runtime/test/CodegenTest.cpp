@@ -1,7 +1,8 @@
 //===- CodegenTest.cpp - Contract of compiler-generated kernels -----------===//
 //
 // codegenEntryParams reads the parameter count of a PTX entry; the launcher
-// refuses a generated kernel whose count is not kCodegenParams, so a kernel
+// refuses a generated kernel whose count is not kCodegenParams (or the
+// binding before the latent norm, kCodegenParamsBeforeNorm), so a kernel
 // of another argument binding (an old artifact) never runs.
 // codegenEntryWaitsForGrids decides whether a generated kernel may be
 // launched with programmatic dependent launch: only when its body waits
@@ -26,9 +27,11 @@ std::string entry(const std::string &name, int n) {
 }
 
 TEST(CodegenContract, EntryParams) {
-  // 11 memrefs of 5 parameters and 15 scalars (q_pe_in and its strides
-  // since the out-of-place q_pe rotation; 63 before, 57 before that).
-  EXPECT_EQ(kCodegenParams, 70);
+  // 11 memrefs of 5 parameters, 15 scalars, then the latent norm's weight
+  // memref and epsilon (70 before the norm, which the launcher still runs;
+  // 63 before q_pe_in, 57 before that).
+  EXPECT_EQ(kCodegenParams, 76);
+  EXPECT_EQ(kCodegenParamsBeforeNorm, 70);
   const std::string ptx = "//\n.version 8.0\n.target sm_90a\n" +
                           entry("k_old", 57) + entry("k_63", 63) +
                           entry("k", kCodegenParams) + entry("k_none", 0);
@@ -43,6 +46,25 @@ TEST(CodegenContract, EntryParams) {
   EXPECT_EQ(codegenEntryParams("", "k"), -1);
   // A cut-off parameter list is no entry.
   EXPECT_EQ(codegenEntryParams(".entry k(\n\t.param .u64 k_param_0", "k"), -1);
+}
+
+// The latent norm and its weight type are part of a kernel's name, so a
+// kernel never runs with or without a norm it was not generated for.
+TEST(CodegenContract, NamesCarryTheLatentNorm) {
+  CodegenSignature s;
+  s.op = Opcode::RopeCacheUpdate;
+  s.latentRank = 512;
+  s.ropeDim = 64;
+  const std::string plain = codegenKernelName(s);
+  EXPECT_EQ(plain, "mla_rope_cache_update_plain_bf16_l512_p64_in_bf16_slot_i64"
+                   "_neox_pos_i64");
+  s.latentNorm = true;
+  EXPECT_EQ(codegenKernelName(s), plain + "_norm_bf16");
+  s.normWeight = DType::F32;
+  EXPECT_EQ(codegenKernelName(s), plain + "_norm_f32");
+  // cache_update has no norm: the flag does not reach its name.
+  s.op = Opcode::CacheUpdate;
+  EXPECT_EQ(codegenKernelName(s).find("norm"), std::string::npos);
 }
 
 /// `.entry name` with one parameter and the given body lines.

@@ -7,8 +7,15 @@
 // RUN: mla-opt %mla_src_root/examples/deepseek-v2-lite-decode-layer.mlir -mla-decode-pipeline='fuse-into-attention=true fuse-rope=false' | FileCheck %s --check-prefix=CPUNOFUSE
 // RUN: mla-opt %mla_src_root/examples/deepseek-v2-lite-decode-layer.mlir -mla-decode-pipeline='fuse-rope=false lift-q-prep=false schedule=none' | FileCheck %s --check-prefix=MIN
 // RUN: mla-opt %mla_src_root/examples/deepseek-v2-lite-decode-2layers.mlir -mla-decode-pipeline='fuse-linear-addend=false' | FileCheck %s --check-prefix=NOADDEND
+// RUN: mla-opt %mla_src_root/examples/deepseek-v2-lite-decode-layer.mlir -mla-decode-pipeline='fuse-kv-norm=false' | FileCheck %s --check-prefix=NOKVNORM
 // RUN: not mla-opt %mla_src_root/examples/deepseek-v2-lite-decode-layer.mlir -mla-decode-pipeline='target=tpu' 2>&1 | FileCheck %s --check-prefix=BADTARGET
 // RUN: not mla-opt %mla_src_root/examples/deepseek-v2-lite-decode-layer.mlir -mla-decode-pipeline='schedule=sideways' 2>&1 | FileCheck %s --check-prefix=BADSCHEDULE
+
+// fuse-kv-norm=false keeps the latent norm as its own op, read by the update.
+// NOKVNORM-LABEL: func.func @decode_layer
+// NOKVNORM: %[[N:.*]] = mla.rms_norm %extracted_slice{{.*}}, %arg10
+// NOKVNORM-NEXT: mla.rope_kv_cache_update gptj %[[N]], {{.*}} rotate_q({{.*}} : tensor<8x16x64xbf16>) : {{.*}} rotated_q tensor<8x16x64xbf16>{{$}}
+// NOKVNORM-NOT: latent_norm
 
 // One layer: a single fused kernel rotates q_pe and k_pe and writes the cache;
 // the explicit query preparation consumes the rotated q_pe after it, then the
@@ -23,8 +30,7 @@
 // ONE-NEXT: %[[KV:.*]] = mla.linear %[[H]], %arg9
 // ONE-NEXT: %[[KVC:.*]] = tensor.extract_slice %[[KV]][0, 0] [8, 512]
 // ONE-NEXT: %[[KPE:.*]] = tensor.extract_slice %[[KV]][0, 512] [8, 64]
-// ONE-NEXT: %[[NORM:.*]] = mla.rms_norm %[[KVC]], %arg10
-// ONE-NEXT: %[[QROT:.*]] = mla.rope_kv_cache_update gptj %[[NORM]], %[[KPE]], %[[SLOTS]] into %[[CACHE]] positions(%[[POS]], %[[CS]]) rotate_q(%[[QPE]] : tensor<8x16x64xbf16>)
+// ONE-NEXT: %[[QROT:.*]] = mla.rope_kv_cache_update gptj %[[KVC]], %[[KPE]], %[[SLOTS]] into %[[CACHE]] positions(%[[POS]], %[[CS]]) rotate_q(%[[QPE]] : tensor<8x16x64xbf16>) latent_norm(%arg10 : tensor<512xbf16>, epsilon = 9.99999997E-7)
 // ONE-NEXT: %[[LAT:.*]] = mla.q_absorb %[[QNOPE]], %arg11
 // ONE-NEXT: %[[QL:.*]] = mla.q_concat %[[LAT]], %[[QROT]]
 // ONE-NEXT: %[[O:.*]] = mla.decode_attention %[[QL]], %[[CACHE]][%[[BT]], %[[SL]]] softmax_scale = 0.114721403

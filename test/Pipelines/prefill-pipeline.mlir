@@ -3,6 +3,13 @@
 // tokens, and chunked-context attention reading the cache.
 //
 // RUN: mla-opt %mla_src_root/examples/deepseek-v2-lite-prefill-layer.mlir -mla-prefill-pipeline | FileCheck %s
+// RUN: mla-opt %mla_src_root/examples/deepseek-v2-lite-prefill-layer.mlir -mla-prefill-pipeline | FileCheck %s --check-prefix=NONORM
+
+// The normalised latent is also decompressed (kv_b): mla-fuse-kv-norm must
+// leave the norm alone.
+// NONORM-NOT: latent_norm
+// NONORM: mla.rms_norm %extracted_slice
+// NONORM-NOT: latent_norm
 
 // CHECK-LABEL: func.func @prefill_step
 // CHECK-SAME: %[[SLOTS:arg2]]: tensor<24xi64>, %[[BT:arg3]]: tensor<3x64xi32>, %[[SL:arg4]]: tensor<3xi32>, %{{.*}}, %[[QSL:arg6]]: tensor<4xi32>, %[[CACHE:arg7]]: !mla.kv_cache<?x64xbf16> {mla.noalias}

@@ -365,6 +365,25 @@ LogicalResult KVCacheUpdateOp::verify() {
                           getCache().getType(), getScale());
 }
 
+/// The optional latent RMSNorm of the fused update (see the op description).
+static LogicalResult verifyLatentNorm(RopeKVCacheUpdateOp op,
+                                      KVCacheType cache) {
+  ShapeChecker check(op);
+  Value weight = op.getLatentNormWeight();
+  std::optional<APFloat> epsilon = op.getLatentNormEpsilon();
+  if (static_cast<bool>(weight) != epsilon.has_value())
+    return op.emitOpError() << "expected a latent norm weight and epsilon "
+                               "together";
+  if (!weight)
+    return success();
+  if (failed(check.dim(weight, "latent_norm weight", 0, cache.getLatentRank(),
+                       "the cache's latent rank")))
+    return failure();
+  if (!(epsilon->convertToDouble() > 0.0))
+    return op.emitOpError() << "expected a positive latent norm epsilon";
+  return success();
+}
+
 LogicalResult RopeKVCacheUpdateOp::verify() {
   KVCacheType cache = getCache().getType();
   if (failed(verifyCacheWrite(*this, getKvC(), getKPe(), getSlotMapping(),
@@ -396,7 +415,7 @@ LogicalResult RopeKVCacheUpdateOp::verify() {
     if (kOut.getType() != getKPe().getType())
       return emitOpError() << "expected the rotated k_pe to have type "
                            << getKPe().getType() << ", got " << kOut.getType();
-  return success();
+  return verifyLatentNorm(*this, cache);
 }
 
 //===----------------------------------------------------------------------===//

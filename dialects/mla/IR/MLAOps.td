@@ -238,6 +238,12 @@ def MLA_RopeKVCacheUpdateOp : MLA_Op<"rope_kv_cache_update",
 
     Every token's q_pe is rotated, whatever its slot: a negative or missing
     slot only suppresses the cache write, exactly as in the unfused program.
+
+    With `latent_norm(%w : tensor<Lx..>, epsilon = e)` the latent is
+    RMS-normalised before it is written, exactly as `mla.rms_norm %kv_c, %w
+    {epsilon = e}` followed by this op would: `kv_c[t] / sqrt(mean(kv_c[t]^2)
+    + e) * w` in f32, rounded once to kv_c's element type, then encoded into
+    the cache like any row (`mla-fuse-kv-norm`). `kv_c` itself is only read.
   }];
   let arguments = (ins MLA_RopeStyle:$style,
                        MLA_Float2D:$kv_c, MLA_FloatTensor:$k_pe,
@@ -246,13 +252,17 @@ def MLA_RopeKVCacheUpdateOp : MLA_Op<"rope_kv_cache_update",
                        Arg<MLA_KVCacheType, "the paged cache",
                            [MemWrite<MLA_KVCacheResource>]>:$cache,
                        Optional<MLA_FloatTensor>:$q_pe,
-                       Optional<MLA_ScaleTensor>:$scale);
+                       Optional<MLA_ScaleTensor>:$scale,
+                       Optional<1DTensorOf<[BF16, F16, F32]>>:$latent_norm_weight,
+                       OptionalAttr<F32Attr>:$latent_norm_epsilon);
   let results = (outs Optional<MLA_FloatTensor>:$q_pe_out,
                       Optional<MLA_FloatTensor>:$k_pe_out);
   let assemblyFormat = [{
     $style $kv_c `,` $k_pe `,` $slot_mapping `into` $cache
     `positions` `(` $positions `,` $cos_sin `)`
-    (`rotate_q` `(` $q_pe^ `:` type($q_pe) `)`)? (`scale` $scale^)? attr-dict
+    (`rotate_q` `(` $q_pe^ `:` type($q_pe) `)`)? (`scale` $scale^)?
+    (`latent_norm` `(` $latent_norm_weight^ `:` type($latent_norm_weight)
+      `,` `epsilon` `=` $latent_norm_epsilon `)`)? attr-dict
     `:` type($kv_c) `,` type($k_pe) `,` type($slot_mapping) `into` qualified(type($cache))
     `,` type($positions) `,` type($cos_sin) (`rotated_q` type($q_pe_out)^)?
     (`rotated_k` type($k_pe_out)^)?

@@ -92,7 +92,8 @@ struct FuseRopeIntoUpdate : OpRewritePattern<KVCacheUpdateOp> {
         kRope.getStyle(), update.getKvC(), kRope.getInput(),
         kRope.getPositions(), kRope.getCosSin(), update.getSlotMapping(),
         update.getCache(), qRope ? qRope.getInput() : Value(),
-        update.getScale());
+        update.getScale(), /*latent_norm_weight=*/Value(),
+        /*latent_norm_epsilon=*/FloatAttr());
     rewriter.eraseOp(update);
     if (qRope) {
       rewriter.replaceOp(qRope, fused.getQPeOut());

@@ -14,6 +14,7 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/ControlFlow/IR/ControlFlowOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
@@ -55,6 +56,8 @@ struct KernelPlan {
   int64_t threadsPerToken = 0;
   int64_t tokensPerBlock = 0;
   bool rope = false, dsMla = false, q = false;
+  bool norm = false;      ///< latent RMSNorm before the write
+  int64_t normGroups = 0; ///< 8-lane groups of a token's latent threads
   int64_t blockThreads() const { return threadsPerToken * tokensPerBlock; }
 };
 
@@ -84,7 +87,7 @@ FailureOr<KernelPlan> planFor(Operation *op, unsigned tokensPerBlock,
     return failure();
   };
   KernelPlan p;
-  Value kvC, kPe, slots, cacheValue, qPe, positions;
+  Value kvC, kPe, slots, cacheValue, qPe, positions, normWeight;
   if (auto u = dyn_cast<KVCacheUpdateOp>(op)) {
     kvC = u.getKvC();
     kPe = u.getKPe();
@@ -98,6 +101,7 @@ FailureOr<KernelPlan> planFor(Operation *op, unsigned tokensPerBlock,
     cacheValue = r.getCache();
     qPe = r.getQPe();
     positions = r.getPositions();
+    normWeight = r.getLatentNormWeight();
     p.rope = true;
     p.sig.style = r.getStyle() == RopeStyle::neox ? mlart::RopeStyle::NeoX
                                                   : mlart::RopeStyle::GptJ;
@@ -147,6 +151,18 @@ FailureOr<KernelPlan> planFor(Operation *op, unsigned tokensPerBlock,
       p.q = true;
     }
   }
+  if (normWeight) {
+    if (p.dsMla)
+      return fail("a latent norm into an fp8_ds_mla cache has no generated "
+                  "kernel");
+    if (elementOf(normWeight) != p.input)
+      return fail("a latent norm weight of another type than kv_c");
+    // Partial sums are combined over aligned groups of 8 lanes.
+    if (p.latThreads % 8 != 0)
+      return fail("a latent norm needs the latent in multiples of 8 chunks");
+    p.norm = true;
+    p.normGroups = p.latThreads / 8;
+  }
   p.slotType = elementOf(slots);
   p.posType = positions ? elementOf(positions)
                         : IntegerType::get(op->getContext(), 64);
@@ -154,6 +170,10 @@ FailureOr<KernelPlan> planFor(Operation *op, unsigned tokensPerBlock,
   p.threadsPerToken = p.latThreads + p.ropeThreads;
   if (p.dsMla)
     p.threadsPerToken = llvm::alignTo(p.threadsPerToken, 16);
+  // A token's 8-lane groups must be 8-lane groups of its warp: tid % 8 ==
+  // x % 8 when the token width is a multiple of 8.
+  if (p.norm)
+    p.threadsPerToken = llvm::alignTo(p.threadsPerToken, 8);
   p.tokensPerBlock = tokensPerBlock;
   while (p.blockThreads() % 32 != 0)
     ++p.threadsPerToken; // whole warps: shuffles need full masks
@@ -171,6 +191,9 @@ FailureOr<KernelPlan> planFor(Operation *op, unsigned tokensPerBlock,
   p.sig.slots = *toDType(p.slotType);
   p.sig.positions = *toDType(p.posType);
   p.sig.rotatesQ = p.q;
+  p.sig.latentNorm = p.norm;
+  if (p.norm)
+    p.sig.normWeight = *toDType(p.input);
   p.name = mlart::codegenKernelName(p.sig);
   return p;
 }
@@ -197,6 +220,10 @@ private:
 
   Value cst(int64_t v) { return arith::ConstantIndexOp::create(b, v); }
   Value arg(int i) { return func.getArgument(unsigned(i)); }
+  /// The latent norm's arguments, after the scalars (mlart/Codegen.h).
+  Value normArg(int i) {
+    return arg(mlart::kCodegenMemrefArgs + mlart::kCodegenScalarArgs + i);
+  }
   Value scalar(int i) {
     return arith::IndexCastOp::create(b, b.getIndexType(),
                                       arg(mlart::kCodegenMemrefArgs + i));
@@ -251,6 +278,10 @@ private:
   /// when `cacheRow` is given and `write` holds, into the cache row.
   void storeRope(Value memref, Value rowStart, Value g, Value pos,
                  const RopeItem &r, Value cacheRow, Value write);
+  /// The latent chunk `latent` of token `y` (lane `x` of it) RMS-normalised
+  /// with weight chunk `w`, rounded once to the input type. Every thread of
+  /// the block must call it (shuffles and a barrier); see docs/codegen.md.
+  Value normalize(Value latent, Value w, Value x, Value y);
   /// True in every thread of the block when the call must write nothing:
   /// the separate validation's verdict (prevalidated calls) or this
   /// block's own scan of every slot and position, combined by a barrier.
@@ -379,6 +410,65 @@ void KernelEmitter::storeRope(Value memref, Value rowStart, Value g, Value pos,
   b.setInsertionPointToStart(&ifWrite.getThenRegion().front());
   storeBytes(ra, add(cacheRow, mul(a0, cst(2))), 16);
   storeBytes(rb, add(cacheRow, mul(b0, cst(2))), 16);
+}
+
+Value KernelEmitter::normalize(Value latent, Value w, Value x, Value y) {
+  auto chunkType = cast<VectorType>(latent.getType());
+  VectorType f32v = vec(chunkType.getNumElements(), b.getF32Type());
+  Value vals = arith::ExtFOp::create(b, f32v, latent);
+  // Sum of squares: this thread's chunk (zeros outside the latent), then
+  // its 8-lane group by shuffles, then the token's groups through shared
+  // memory. A group is 8 lanes of one token: tid % 8 == x % 8 (planFor).
+  Value squares = arith::MulFOp::create(b, vals, vals);
+  Value partial = vector::ExtractOp::create(b, squares, 0);
+  for (int64_t i = 1; i < chunkType.getNumElements(); ++i)
+    partial = arith::AddFOp::create(b, partial,
+                                    vector::ExtractOp::create(b, squares, i));
+  for (int32_t offset : {4, 2, 1}) {
+    auto shuffle =
+        gpu::ShuffleOp::create(b, partial, offset, 32, gpu::ShuffleMode::XOR);
+    partial = arith::AddFOp::create(b, partial, shuffle.getShuffleResult());
+  }
+  Value sums = func.getWorkgroupAttributions().front();
+  Value group = arith::DivUIOp::create(b, x, cst(8));
+  Value leader =
+      andI(lt(x, cst(p.latThreads)),
+           arith::CmpIOp::create(b, arith::CmpIPredicate::eq,
+                                 arith::RemUIOp::create(b, x, cst(8)), cst(0)));
+  Value tokenBase = mul(y, cst(p.normGroups));
+  {
+    auto ifLeader = scf::IfOp::create(b, leader, false);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(&ifLeader.getThenRegion().front());
+    memref::StoreOp::create(b, partial, sums,
+                            ValueRange{add(tokenBase, group)});
+  }
+  gpu::BarrierOp::create(b);
+  Value sum = memref::LoadOp::create(b, sums, ValueRange{tokenBase});
+  for (int64_t g = 1; g < p.normGroups; ++g)
+    sum = arith::AddFOp::create(
+        b, sum,
+        memref::LoadOp::create(b, sums, ValueRange{add(tokenBase, cst(g))}));
+  auto f32 = [&](double v) {
+    return arith::ConstantOp::create(b, b.getF32FloatAttr(float(v)));
+  };
+  // 1 / sqrt(mean + eps), each step correctly rounded as in the CPU
+  // reference. PTX sqrt.rn directly: convert-gpu-to-nvvm turns math.sqrt
+  // into a libdevice call (not linked here) and rejects llvm.intr.sqrt.
+  Value mean = arith::DivFOp::create(b, sum, f32(double(p.sig.latentRank)));
+  Value root =
+      LLVM::InlineAsmOp::create(
+          b, b.getF32Type(),
+          ValueRange{arith::AddFOp::create(b, mean, normArg(1))},
+          "sqrt.rn.f32 $0, $1;", "=f,f", /*has_side_effects=*/false,
+          /*is_align_stack=*/false, LLVM::tailcallkind::TailCallKind::None,
+          LLVM::AsmDialectAttr(), ArrayAttr())
+          .getResult(0);
+  Value inv = arith::DivFOp::create(b, f32(1.0), root);
+  Value scaled =
+      arith::MulFOp::create(b, vals, vector::BroadcastOp::create(b, f32v, inv));
+  scaled = arith::MulFOp::create(b, scaled, arith::ExtFOp::create(b, f32v, w));
+  return arith::TruncFOp::create(b, chunkType, scaled);
 }
 
 Value KernelEmitter::vote(Value tid, Value bid) {
@@ -531,6 +621,13 @@ void KernelEmitter::emit() {
   }
 
   // --- Phase 2: the vote; a failed call returns before any store. ---
+  // The latent norm's weight chunk, like the latent itself.
+  Value normW;
+  if (p.norm)
+    normW = loadIf(isLatent, {chunkType}, [&]() -> SmallVector<Value> {
+      return {load16(normArg(0), mul(x, cst(chunk)), chunkType)};
+    })[0];
+
   Value bad = vote(tid, bid);
   Region &body = func.getBody();
   Block *exit = new Block(), *writes = new Block();
@@ -543,6 +640,8 @@ void KernelEmitter::emit() {
 
   // --- Phase 3: writes. Row writes stay bounds-checked. ---
   Value row = mul(arith::MaxSIOp::create(b, slot, zero), cst(p.rowBytes));
+  if (p.norm)
+    latent = normalize(latent, normW, x, y);
   if (!p.dsMla) {
     auto ifLat = scf::IfOp::create(b, andI(write, isLatent), false);
     OpBuilder::InsertionGuard guard(b);
@@ -731,11 +830,20 @@ struct MLAOutlineCacheKernelsPass
                               mem(p.input),   mem(i32),       mem(i32),
                               mem(i32),       mem(p.input)};
     args.append(mlart::kCodegenScalarArgs, i64);
+    args.push_back(mem(p.input)); // latent norm weight (unused: null)
+    args.push_back(f32);          // its epsilon
     ImplicitLocOpBuilder b(loc, ctx);
     b.setInsertionPointToEnd(gpuModule.getBody());
     auto func = gpu::GPUFuncOp::create(b, p.name,
                                        FunctionType::get(ctx, args, {}));
     func->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b.getUnitAttr());
+    if (p.norm) // per-token partial sums of the latent norm
+      func.addWorkgroupAttribution(
+          MemRefType::get(
+              {p.tokensPerBlock * p.normGroups}, f32,
+              MemRefLayoutAttrInterface(),
+              gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup)),
+          loc);
     func.setKnownBlockSizeAttr(
         b.getDenseI32ArrayAttr({int32_t(p.blockThreads()), 1, 1}));
     // As many blocks per SM as its threads allow (.minnctapersm): the vote

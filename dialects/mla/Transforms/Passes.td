@@ -295,6 +295,40 @@ def MLALiftQPrep : Pass<"mla-lift-q-prep"> {
   ];
 }
 
+def MLAFuseKVNorm : Pass<"mla-fuse-kv-norm"> {
+  let summary = "Fold the latent RMSNorm into the fused rope + cache update";
+  let description = [{
+    An `mla.rms_norm` whose result is the `kv_c` operand of an
+    `mla.rope_kv_cache_update` (DeepSeek's `kv_a_layernorm` on the first
+    `L` columns of the `kv_a` projection) becomes the update's
+    `latent_norm`: the cache-write kernel normalises each token's latent
+    before storing it, and the separate norm kernel (a launch on the decode
+    step's critical path) goes away.
+
+    ```mlir
+    %n = mla.rms_norm %lat, %w {epsilon = 1.0e-06 : f32}
+        : tensor<64x512xbf16>, tensor<512xbf16>
+    mla.rope_kv_cache_update neox %n, %k_pe, %slots into %cache
+        positions(%pos, %cs) : ...
+    // becomes
+    mla.rope_kv_cache_update neox %lat, %k_pe, %slots into %cache
+        positions(%pos, %cs)
+        latent_norm(%w : tensor<512xbf16>, epsilon = 1.000000e-06) : ...
+    ```
+
+    It fires only when the normalised latent has no other reader (prefill's
+    decompression through `kv_b`, a function result or any other op keeps
+    the norm) and the norm is in the update's block. The fused op replaces
+    the update where it is, so the cache write never moves. Rounding is
+    unchanged: the kernel rounds the normalised latent once to kv_c's
+    element type, as the norm did, before encoding the row.
+  }];
+  let dependentDialects = ["::mlir::mla::MLADialect"];
+  let statistics = [
+    Statistic<"numFused", "fused", "Number of latent norms folded into an update">
+  ];
+}
+
 def MLAFuseLinearAddend : Pass<"mla-fuse-linear-addend"> {
   let summary = "Fold a residual add into the preceding linear's epilogue";
   let description = [{

@@ -43,6 +43,10 @@ struct PipelineOptions : public PassPipelineOptions<PipelineOptions> {
                         llvm::cl::desc("Fuse rope of k_pe (and q_pe) into "
                                        "the update"),
                         llvm::cl::init(true)};
+  Option<bool> fuseKVNorm{*this, "fuse-kv-norm",
+                          llvm::cl::desc("Fold the latent RMSNorm into the "
+                                         "fused rope + cache update"),
+                          llvm::cl::init(true)};
   Option<bool> liftQPrep{*this, "lift-q-prep",
                          llvm::cl::desc("Make decode query preparation "
                                         "explicit (decode only)"),

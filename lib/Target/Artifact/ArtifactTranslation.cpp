@@ -122,7 +122,10 @@ private:
   LogicalResult declareArguments();
   LogicalResult declareResults();
   LogicalResult planQueryAssembly();
-  bool canRotateKPeInPlace(RopeKVCacheUpdateOp update, unsigned kPeView);
+  bool canRotateKPeInPlace(RopeKVCacheUpdateOp update, unsigned kPeView,
+                           unsigned kvCView);
+  /// True when the two views are disjoint column windows of the same rows.
+  bool disjointColumns(unsigned a, unsigned b) const;
   bool canRotateQPeFrom(unsigned source, unsigned dest, unsigned kPe) const;
   /// True when the two views may share bytes.
   bool mayOverlap(unsigned a, unsigned b) const;
@@ -439,9 +442,12 @@ LogicalResult Translator::planQueryAssembly() {
 /// instruction, the return included, can see them. P stays live through
 /// the op (the op reads k_pe, a view of P's allocation), so the arena
 /// planner gives its bytes to nobody else meanwhile. The view must also
-/// be one the kernel accepts and whose rows do not overlap.
+/// be one the kernel accepts and whose rows do not overlap. The op's own
+/// kv_c may be a view of P too (the latent norm reads the kv_a projection's
+/// first columns), if its columns are disjoint from k_pe's: the kernel
+/// reads kv_c, and rotating k_pe cannot change those bytes.
 bool Translator::canRotateKPeInPlace(RopeKVCacheUpdateOp update,
-                                     unsigned kPeView) {
+                                     unsigned kPeView, unsigned kvCView) {
   Value kPe = update.getKPe();
   if (update.getKPeOut() || !kPe.hasOneUse())
     return false;
@@ -471,6 +477,10 @@ bool Translator::canRotateKPeInPlace(RopeKVCacheUpdateOp update,
       }
       if (user == update && value == kPe)
         continue;
+      if (user == update && value == update.getKvC() &&
+          use.getOperandNumber() == 0 && kPe != update.getKvC() &&
+          disjointColumns(kvCView, kPeView))
+        continue;
       if (user == update || user->getBlock() != update->getBlock() ||
           !user->isBeforeInBlock(update))
         return false;
@@ -479,6 +489,26 @@ bool Translator::canRotateKPeInPlace(RopeKVCacheUpdateOp update,
   const mlart::ViewDecl &decl = views[kPeView].decl;
   return decl.rank == 2 && (decl.sizes[1] <= 1 || decl.strides[1] == 1) &&
          (decl.sizes[0] <= 1 || decl.strides[0] >= decl.sizes[1]);
+}
+
+bool Translator::disjointColumns(unsigned a, unsigned b) const {
+  const PendingView &x = views[a], &y = views[b];
+  const mlart::ViewDecl &p = x.decl, &q = y.decl;
+  if (p.base != q.base || p.rank != 2 || q.rank != 2 || p.dtype != q.dtype ||
+      (p.base == mlart::ViewBase::Arena ? x.allocId != y.allocId
+                                        : p.baseIndex != q.baseIndex) ||
+      p.strides[0] != q.strides[0] || p.strides[1] != 1 || q.strides[1] != 1 ||
+      p.sizes[0] != q.sizes[0])
+    return false;
+  // With one row pitch, every row of b starts d (mod the pitch) bytes
+  // after a row of a: disjoint, whatever the rows, when b's window fits
+  // between the end of a's window and the start of a's next row.
+  const int64_t es = int64_t(mlart::dtypeSize(p.dtype));
+  const int64_t row = p.strides[0] * es;
+  if (row <= 0)
+    return false;
+  const int64_t d = ((q.byteOffset - p.byteOffset) % row + row) % row;
+  return p.sizes[1] * es <= d && d + q.sizes[1] * es <= row;
 }
 
 bool Translator::mayOverlap(unsigned a, unsigned b) const {
@@ -719,7 +749,7 @@ LogicalResult Translator::translate(Operation *op) {
             return failure();
           kPe = *id;
           copy((*in)[1], kPe);
-        } else if (!canRotateKPeInPlace(update, kPe)) {
+        } else if (!canRotateKPeInPlace(update, kPe, (*in)[0])) {
           kPe = newAllocation(kPeType, views[(*in)[1]].decl.dtype);
           copy((*in)[1], kPe);
         }
@@ -741,12 +771,24 @@ LogicalResult Translator::translate(Operation *op) {
         auto style = update.getStyle() == RopeStyle::neox
                          ? mlart::RopeStyle::NeoX
                          : mlart::RopeStyle::GptJ;
+        // The latent norm: its weight in slot 8, epsilon as the float
+        // attribute (docs/artifact.md).
+        unsigned normWeight = kAbsent;
+        float normEps = 0.0f;
+        if (Value w = update.getLatentNormWeight()) {
+          auto wView = viewOf(op, w);
+          if (failed(wView))
+            return failure();
+          normWeight = *wView;
+          normEps = update.getLatentNormEpsilon()->convertToFloat();
+        }
         uint32_t c = *cache, k = *kernel;
-        addInst({(*in)[0], kPe, (*in)[2], (*in)[3], (*in)[4], qPe, qPeIn},
-                [this, c, k, style, loc](ArrayRef<uint32_t> v) {
+        addInst({(*in)[0], kPe, (*in)[2], (*in)[3], (*in)[4], qPe, qPeIn,
+                 normWeight},
+                [this, c, k, style, normEps, loc](ArrayRef<uint32_t> v) {
                   uint32_t i = writer.ropeCacheUpdate(
                       c, v[0], v[1], v[2], v[3], v[4], style, v[5],
-                      mlart::kNoIndex, loc, v[6]);
+                      mlart::kNoIndex, loc, v[6], v[7], normEps);
                   if (k != kAbsent)
                     writer.setInstructionKernel(i, k);
                 });

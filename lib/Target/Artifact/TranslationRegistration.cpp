@@ -6,6 +6,7 @@
 
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/Tools/mlir-translate/Translation.h"
+#include "llvm/Support/Format.h"
 
 #include <sstream>
 
@@ -89,6 +90,10 @@ void printListing(const mlart::Artifact &artifact, raw_ostream &os) {
       else
         printView(inst.operands[size_t(k)]);
     }
+    // The latent norm's epsilon (slot 8 is its weight).
+    if (inst.opcode == mlart::Opcode::RopeCacheUpdate &&
+        inst.operands[8] != mlart::kNoIndex)
+      os << " epsilon " << llvm::format("%g", double(inst.floatAttr));
     os << "\n";
   }
 }

@@ -84,7 +84,9 @@ public:
                            uint32_t cosSin, RopeStyle style,
                            uint32_t qPe = kNoIndex, uint32_t kPeOut = kNoIndex,
                            const std::string &loc = {},
-                           uint32_t qPeIn = kNoIndex);
+                           uint32_t qPeIn = kNoIndex,
+                           uint32_t latentNormWeight = kNoIndex,
+                           float latentNormEpsilon = 0.0f);
   uint32_t decodeAttention(uint32_t cache, uint32_t q, uint32_t blockTable,
                            uint32_t seqLens, uint32_t out, float softmaxScale,
                            uint32_t lse = kNoIndex, int numSplits = 0,

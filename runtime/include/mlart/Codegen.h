@@ -30,10 +30,14 @@ struct CodegenSignature {
   RopeStyle style = RopeStyle::NeoX;
   DType positions = DType::I64;
   bool rotatesQ = false;
+  /// The latent is RMS-normalised before the write (weight of this dtype).
+  bool latentNorm = false;
+  DType normWeight = DType::BF16;
 };
 
 /// "mla_cache_update_plain_bf16_l512_p64_in_bf16_slot_i64",
-/// "mla_rope_cache_update_fp8_ds_mla_f8e4m3fn_l512_p64_in_bf16_slot_i32_neox_pos_i64_q".
+/// "mla_rope_cache_update_fp8_ds_mla_f8e4m3fn_l512_p64_in_bf16_slot_i32_neox_pos_i64_q",
+/// with a latent norm "..._neox_pos_i64_q_norm_bf16".
 std::string codegenKernelName(const CodegenSignature &sig);
 
 /// Parameters of every generated cache-write kernel, in order (MLIR's
@@ -47,8 +51,15 @@ constexpr int kCodegenScalarArgs = 15; ///< T N kv_stride kp_stride
                                        ///< slot_stride num_slots pos_stride
                                        ///< cs_stride max_pos q_s0 q_s1 hq
                                        ///< prevalidated q_in_s0 q_in_s1
+/// After the scalars: the latent norm's weight (a memref, absent: null) and
+/// its epsilon (f32). Kernels generated before the norm existed end before
+/// them; the launcher still runs those (they read the first
+/// kCodegenParamsBeforeNorm parameters and never normalise).
+constexpr int kCodegenNormArgs = 2; ///< latent_norm_weight epsilon
+constexpr int kCodegenParamsBeforeNorm =
+    kCodegenMemrefArgs * 5 + kCodegenScalarArgs;
 /// PTX parameters of every generated kernel.
-constexpr int kCodegenParams = kCodegenMemrefArgs * 5 + kCodegenScalarArgs;
+constexpr int kCodegenParams = kCodegenParamsBeforeNorm + 5 + 1;
 
 /// Number of parameters of `.entry name(...)` in `ptx`, or -1 when the text
 /// defines no such entry. The launcher compares it with kCodegenParams so a

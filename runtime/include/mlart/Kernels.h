@@ -72,6 +72,10 @@ std::vector<float> ropeCosSinTable(int64_t maxPos, int64_t rope,
 /// qPeIn (same shape and dtype, any strides; qPeIn is only read). qPeIn must
 /// be qPe itself or share no byte with it (partial overlap: InvalidArgument).
 /// Rotated k_pe is written to kPeOut when present.
+/// With latentNormWeight [latent] (bf16, f16 or f32) each written row's
+/// latent is RMS-normalised first, exactly like rmsNorm(kvC, weight,
+/// latentNormEpsilon) into kvC's dtype followed by the write (kvC itself is
+/// only read; kvC must then be bf16, f16 or f32).
 struct RopeCacheUpdateArgs {
   TensorRef kvC;
   TensorRef kPe;
@@ -83,6 +87,8 @@ struct RopeCacheUpdateArgs {
   TensorRef qPe;    ///< optional, rotated in place (or from qPeIn)
   TensorRef kPeOut; ///< optional [T, rope]
   TensorRef qPeIn;  ///< optional source of qPe; absent: in place
+  TensorRef latentNormWeight;     ///< optional [latent]
+  float latentNormEpsilon = 0.0f; ///< > 0 with latentNormWeight
 };
 
 /// Absorbed decode attention over the paged cache.

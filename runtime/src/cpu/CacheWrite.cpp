@@ -104,12 +104,36 @@ Status validateCacheWrite(const TensorRef &kvC, const TensorRef &kPe,
   return Status::success();
 }
 
+Status checkLatentNorm(const TensorRef &weight, float epsilon,
+                       const TensorRef &kvC, const KVCacheRef &cache) {
+  if (!weight.present()) {
+    if (epsilon != 0.0f)
+      return invalidArgument("a latent norm epsilon without a weight");
+    return Status::success();
+  }
+  MLART_RETURN_IF_ERROR(checkFloatTensor(weight, "latent_norm_weight", 1));
+  MLART_RETURN_IF_ERROR(
+      checkDim(weight, "latent_norm_weight", 0, cache.desc.latentRank));
+  if (!isActivationType(kvC.dtype))
+    return invalidArgument("a normalised kv_c must be bf16, f16 or f32, got " +
+                           kvC.describe());
+  if (!std::isfinite(epsilon) || !(epsilon > 0.0f))
+    return invalidArgument("latent norm epsilon must be positive and finite, "
+                           "got " +
+                           std::to_string(epsilon));
+  return Status::success();
+}
+
 void writeCacheRow(const KVCacheRef &cache, int64_t slot, const TensorRef &kvC,
                    const TensorRef &kPe, int64_t t) {
+  writeCacheRow(cache, slot, rowPtr(kvC, t), kvC.dtype, rowPtr(kPe, t),
+                kPe.dtype);
+}
+
+void writeCacheRow(const KVCacheRef &cache, int64_t slot, const uint8_t *latent,
+                   DType latentType, const uint8_t *rope, DType ropeType) {
   const KVCacheDesc &desc = cache.desc;
   uint8_t *row = static_cast<uint8_t *>(cache.data) + slot * desc.rowBytes();
-  const uint8_t *latent = rowPtr(kvC, t);
-  const uint8_t *rope = rowPtr(kPe, t);
   switch (desc.layout) {
   case CacheLayout::Plain: {
     const size_t es = dtypeSize(desc.dtype);
@@ -120,11 +144,11 @@ void writeCacheRow(const KVCacheRef &cache, int64_t slot, const TensorRef &kvC,
   case CacheLayout::Fp8PerTensor: {
     // Division, not multiplication by 1/scale, to match vLLM's rounding.
     for (int64_t i = 0; i < desc.latentRank; ++i)
-      row[i] = floatToFp8e4m3(loadAsFloat(latent, kvC.dtype, size_t(i)) /
+      row[i] = floatToFp8e4m3(loadAsFloat(latent, latentType, size_t(i)) /
                               cache.scale);
     for (int64_t i = 0; i < desc.ropeDim; ++i)
-      row[desc.latentRank + i] = floatToFp8e4m3(
-          loadAsFloat(rope, kPe.dtype, size_t(i)) / cache.scale);
+      row[desc.latentRank + i] =
+          floatToFp8e4m3(loadAsFloat(rope, ropeType, size_t(i)) / cache.scale);
     return;
   }
   case CacheLayout::Fp8DsMla: {
@@ -134,17 +158,16 @@ void writeCacheRow(const KVCacheRef &cache, int64_t slot, const TensorRef &kvC,
       float amax = 0.0f;
       for (int64_t i = tile * kDsMlaTile; i < (tile + 1) * kDsMlaTile; ++i)
         amax = std::max(amax,
-                        std::fabs(loadAsFloat(latent, kvC.dtype, size_t(i))));
+                        std::fabs(loadAsFloat(latent, latentType, size_t(i))));
       // FLT_MIN keeps an all-zero tile from dividing by zero (as vLLM does).
       const float tileScale = std::max(amax / kFp8E4M3Max, FLT_MIN);
       std::memcpy(scales + 4 * tile, &tileScale, 4);
       for (int64_t i = tile * kDsMlaTile; i < (tile + 1) * kDsMlaTile; ++i)
-        row[i] = floatToFp8e4m3(loadAsFloat(latent, kvC.dtype, size_t(i)) /
+        row[i] = floatToFp8e4m3(loadAsFloat(latent, latentType, size_t(i)) /
                                 tileScale);
     }
     for (int64_t i = 0; i < desc.ropeDim; ++i) {
-      const uint16_t bits =
-          floatToBf16(loadAsFloat(rope, kPe.dtype, size_t(i)));
+      const uint16_t bits = floatToBf16(loadAsFloat(rope, ropeType, size_t(i)));
       std::memcpy(ropeOut + 2 * i, &bits, 2);
     }
     return;

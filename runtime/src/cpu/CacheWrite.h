@@ -28,6 +28,16 @@ Status validateCacheWrite(const TensorRef &kvC, const TensorRef &kPe,
 void writeCacheRow(const KVCacheRef &cache, int64_t slot, const TensorRef &kvC,
                    const TensorRef &kPe, int64_t t);
 
+/// Encodes concat(latent, rope) (contiguous rows of the given dtypes) into
+/// the cache row `slot` (validated).
+void writeCacheRow(const KVCacheRef &cache, int64_t slot, const uint8_t *latent,
+                   DType latentType, const uint8_t *rope, DType ropeType);
+
+/// Checks the optional latent norm of a fused update (weight [latent] of a
+/// float type, a positive finite epsilon, a float kvC).
+Status checkLatentNorm(const TensorRef &weight, float epsilon,
+                       const TensorRef &kvC, const KVCacheRef &cache);
+
 } // namespace mlart::cpu
 
 #endif // MLART_CPU_CACHEWRITE_H

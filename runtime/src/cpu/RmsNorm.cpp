@@ -1,5 +1,6 @@
 //===- RmsNorm.cpp - Root-mean-square normalisation on the CPU -----------===//
 #include "cpu/CpuKernels.h"
+#include "cpu/RmsNormRow.h"
 #include "cpu/TensorAccess.h"
 
 #include <cmath>
@@ -23,12 +24,8 @@ Status rmsNorm(const RmsNormArgs &args) {
   loadRow(args.weight, 0, dim, weight.data());
   for (int64_t t = 0; t < tokens; ++t) {
     loadRow(args.x, args.x.offset({t, 0}), dim, row.data());
-    const float meanSquare =
-        dim > 0 ? dot(row.data(), row.data(), dim) / float(dim) : 0.0f;
-    const float inv = 1.0f / std::sqrt(meanSquare + args.epsilon);
     // Normalise and scale in float, rounding once on store.
-    for (int64_t i = 0; i < dim; ++i)
-      row[i] = row[i] * inv * weight[i];
+    rmsNormRow(row.data(), weight.data(), dim, args.epsilon);
     storeRow(args.out, args.out.offset({t, 0}), dim, row.data());
   }
   return Status::success();

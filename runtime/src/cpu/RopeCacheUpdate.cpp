@@ -2,21 +2,25 @@
 //
 // Semantics (the fused op must equal rope(q_pe); rope(k_pe); cacheUpdate):
 // every one of the T tokens has q_pe and k_pe rotated in place (q_pe from
-// q_pe_in when given, and k_pe copied to kPeOut), including tokens with a negative slot and padded tokens
-// past the slot mapping, because q still feeds attention; only the cache row
-// write is skipped for them. All checks (including checked-mode refusals)
-// run before anything is written, so an error leaves q_pe, k_pe, kPeOut and
-// the cache untouched (q_pe_in is never written).
+// q_pe_in when given, and k_pe copied to kPeOut), including tokens with a
+// negative slot and padded tokens past the slot mapping, because q still feeds
+// attention; only the cache row write is skipped for them. All checks
+// (including checked-mode refusals) run before anything is written, so an error
+// leaves q_pe, k_pe, kPeOut and the cache untouched (q_pe_in is never written).
+// With a latent norm weight each written row's latent is normalised like
+// rmsNorm before encoding.
 //
 //===----------------------------------------------------------------------===//
 #include "cpu/CacheWrite.h"
 #include "cpu/CpuKernels.h"
-#include "cpu/RopeMath.h"
 #include "cpu/IndexAccess.h"
+#include "cpu/RmsNormRow.h"
+#include "cpu/RopeMath.h"
 #include "TensorRefUtil.h"
 
 #include <cstring>
 #include <string>
+#include <vector>
 
 namespace mlart::cpu {
 
@@ -45,11 +49,27 @@ Status ropeCacheUpdate(const RopeCacheUpdateArgs &args) {
   }
   // Last, because it counts checked-mode refusals: a call rejected for a bad
   // shape must not show up as a refused write.
+  MLART_RETURN_IF_ERROR(checkLatentNorm(
+      args.latentNormWeight, args.latentNormEpsilon, args.kvC, args.cache));
   MLART_RETURN_IF_ERROR(validateCacheWrite(args.kvC, args.kPe,
                                            args.slotMapping, args.cache,
                                            numTokens));
 
   const size_t ropeBytes = size_t(ropeDim) * dtypeSize(args.kPe.dtype);
+  // The latent norm: each written row normalised in float and rounded once
+  // to kv_c's dtype (exactly rmsNorm's row), then encoded like any row.
+  const bool norm = args.latentNormWeight.present();
+  const int64_t latent = args.cache.desc.latentRank;
+  std::vector<float> weight, normRow;
+  std::vector<uint8_t> normBytes;
+  if (norm) {
+    weight.resize(size_t(latent));
+    normRow.resize(size_t(latent));
+    normBytes.resize(size_t(latent) * dtypeSize(args.kvC.dtype));
+    loadRow(args.latentNormWeight, 0, latent, weight.data());
+  }
+  const TensorRef normOut =
+      TensorRef::contiguous(normBytes.data(), args.kvC.dtype, {1, latent});
   const int64_t numSlots = args.slotMapping.sizes[0];
   const bool outOfPlace =
       args.qPeIn.present() && !sameView(args.qPe, args.qPeIn);
@@ -71,8 +91,16 @@ Status ropeCacheUpdate(const RopeCacheUpdateArgs &args) {
       }
     if (t < numSlots) {
       const int64_t slot = loadIndex(args.slotMapping, t);
-      if (slot >= 0)
+      if (slot >= 0 && !norm) {
         writeCacheRow(args.cache, slot, args.kvC, args.kPe, t);
+      } else if (slot >= 0) {
+        loadRow(args.kvC, args.kvC.offset({t, 0}), latent, normRow.data());
+        rmsNormRow(normRow.data(), weight.data(), latent,
+                   args.latentNormEpsilon);
+        storeRow(normOut, 0, latent, normRow.data());
+        writeCacheRow(args.cache, slot, normBytes.data(), args.kvC.dtype, kRow,
+                      args.kPe.dtype);
+      }
     }
   }
   return Status::success();

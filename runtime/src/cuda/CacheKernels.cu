@@ -71,6 +71,10 @@ struct WriteParams {
   DeviceErrorRecord *rec = nullptr;
   int prevalidated = 0;
   int64_t tokenBlocks = 0; // blocks [0, tokenBlocks) write tokens, the rest rotate q
+  // Latent RMSNorm before the write (per-token generic path only).
+  const uint8_t *normW = nullptr;
+  int normType = 0;
+  float normEps = 0.0f;
 };
 
 /// Row of cos/sin for token t. Used before the validation vote, so an
@@ -145,11 +149,79 @@ __device__ __forceinline__ void rotatePair(const uint8_t *row, int type, int64_t
   r1 = __fadd_rn(__fmul_rn(x1, c), __fmul_rn(x0, s));
 }
 
+/// `v` rounded to `dtype` (bf16, f16 or f32) and read back.
+__device__ __forceinline__ float roundTo(int dtype, float v) {
+  if (dtype == int(DType::BF16))
+    return bf16BitsToFloat(floatToBf16Bits(v));
+  if (dtype == int(DType::F16))
+    return f16BitsToFloat(floatToF16Bits(v));
+  return v;
+}
+
+/// 1 / sqrt(mean(kv^2) + eps) of one latent row, in every lane of the warp
+/// (the CPU reference's rmsNormRow, summed in another order). With the
+/// latent in groups of 64 values (8-value chunks, 8 chunks a group) the sum
+/// is the generated kernel's, bit for bit: each chunk's squares in order,
+/// a group's 8 chunk sums by the xor tree 4, 2, 1, the groups in order.
+__device__ float latentInvRms(const WriteParams &p, const uint8_t *kv,
+                              int lane) {
+  float sum = 0.0f;
+  if (p.latent % 64 == 0) {
+    for (int base = 0; base < p.latent; base += 256) { // 32 chunks a pass
+      const int c = base / 8 + lane;
+      float part = 0.0f;
+      if (8 * c < p.latent)
+#pragma unroll
+        for (int i = 0; i < 8; ++i) {
+          const float v = loadF(kv, p.kvType, 8 * c + i);
+          part = __fadd_rn(part, __fmul_rn(v, v));
+        }
+#pragma unroll
+      for (int o = 4; o > 0; o >>= 1)
+        part = __fadd_rn(part, __shfl_xor_sync(0xffffffffu, part, o));
+      // Groups of this pass in order: lanes 0, 8, 16, 24 hold them.
+#pragma unroll
+      for (int g = 0; g < 4; ++g) {
+        const float groupSum = __shfl_sync(0xffffffffu, part, 8 * g);
+        if (base + 64 * g < p.latent)
+          sum = __fadd_rn(sum, groupSum);
+      }
+    }
+  } else {
+    for (int i = lane; i < p.latent; i += 32) {
+      const float v = loadF(kv, p.kvType, i);
+      sum = __fadd_rn(sum, __fmul_rn(v, v));
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1)
+      sum = __fadd_rn(sum, __shfl_xor_sync(0xffffffffu, sum, o));
+  }
+  const float mean = __fdiv_rn(sum, float(p.latent));
+  return __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(mean, p.normEps)));
+}
+
+/// Latent value i as the write encodes it: normalised and rounded once to
+/// kv_c's dtype when the call has a latent norm (`inv` from latentInvRms).
+__device__ __forceinline__ float latentF(const WriteParams &p,
+                                         const uint8_t *kv, int i, float inv) {
+  const float v = loadF(kv, p.kvType, i);
+  if (!p.normW)
+    return v;
+  return roundTo(p.kvType,
+                 __fmul_rn(__fmul_rn(v, inv), loadF(p.normW, p.normType, i)));
+}
+
 __device__ void writeRow(const WriteParams &p, const uint8_t *kv,
-                         const uint8_t *kp, uint8_t *row, int lane) {
+                         const uint8_t *kp, uint8_t *row, int lane,
+                         float inv) {
   if (p.layout == int(CacheLayout::Plain)) {
     const int es = p.cacheType == int(DType::F32) ? 4 : 2;
-    if (p.vec) {
+    if (p.normW) { // computed values (plain: the cache dtype is kv_c's)
+      for (int i = lane; i < p.latent + p.rope; i += 32)
+        storeF(row, p.cacheType, i,
+               i < p.latent ? latentF(p, kv, i, inv)
+                            : loadF(kp, p.kpType, i - p.latent));
+    } else if (p.vec & 1) { // bit 1: 16-byte rows (bits 2, 4: q_pe, cos/sin)
       const int lc = p.latent * es / 16, rc = p.rope * es / 16;
       for (int c = lane; c < lc + rc; c += 32) {
         const uint4 *src = c < lc ? reinterpret_cast<const uint4 *>(kv) + c
@@ -171,7 +243,7 @@ __device__ void writeRow(const WriteParams &p, const uint8_t *kv,
   }
   if (p.layout == int(CacheLayout::Fp8PerTensor)) {
     for (int i = lane; i < p.latent + p.rope; i += 32) {
-      const float v = i < p.latent ? loadF(kv, p.kvType, i)
+      const float v = i < p.latent ? latentF(p, kv, i, inv)
                                    : loadF(kp, p.kpType, i - p.latent);
       row[i] = floatToFp8Bits(__fdiv_rn(v, p.scale));
     }
@@ -185,7 +257,7 @@ __device__ void writeRow(const WriteParams &p, const uint8_t *kv,
     float amax = 0.0f;
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
-      v[j] = loadF(kv, p.kvType, tile * 128 + lane + 32 * j);
+      v[j] = latentF(p, kv, tile * 128 + lane + 32 * j, inv);
       amax = fmaxf(amax, fabsf(v[j]));
     }
 #pragma unroll
@@ -331,8 +403,10 @@ __device__ void tokenGeneric(const WriteParams &p, int64_t t, int lane) {
     const int64_t s = loadIdx(p.slots, p.slot64, p.slotStride, t);
     if (s >= 0 && s < p.numSlots && !(p.wp && p.wp[s / p.blockSize])) {
       const int vkes = p.kvType == int(DType::F32) ? 4 : 2;
-      writeRow(p, p.kvC + t * p.kvStride * vkes, kp, p.cache + s * p.rowBytes,
-               lane);
+      const uint8_t *kv = p.kvC + t * p.kvStride * vkes;
+      // The slot is the warp's: every lane takes part in the reduction.
+      const float inv = p.normW ? latentInvRms(p, kv, lane) : 1.0f;
+      writeRow(p, kv, kp, p.cache + s * p.rowBytes, lane, inv);
     }
   }
 }
@@ -777,6 +851,8 @@ Status ropeCacheUpdate(CudaContext &ctx, const RopeCacheUpdateArgs &a,
                              " must match k_pe " + a.kPe.describe());
   }
   MLART_RETURN_IF_ERROR(checkCacheWrite(a.kvC, a.kPe, a.slotMapping, a.cache));
+  MLART_RETURN_IF_ERROR(cpu::checkLatentNorm(
+      a.latentNormWeight, a.latentNormEpsilon, a.kvC, a.cache));
   WriteParams p;
   fillCache(p, a.kvC, a.kPe, a.slotMapping, a.cache);
   p.kPe = static_cast<uint8_t *>(a.kPe.data);
@@ -784,6 +860,14 @@ Status ropeCacheUpdate(CudaContext &ctx, const RopeCacheUpdateArgs &a,
   p.kpType = int(a.kPe.dtype);
   p.T = a.kvC.sizes[0];
   p.doRope = 1;
+  if (a.latentNormWeight.present()) {
+    // The norm needs the whole row before any value is stored: the
+    // per-token generic path (a warp per token), not the 16-byte copies.
+    p.normW = static_cast<const uint8_t *>(a.latentNormWeight.data);
+    p.normType = int(a.latentNormWeight.dtype);
+    p.normEps = a.latentNormEpsilon;
+    p.vec &= ~1;
+  }
   p.pos = a.positions.data;
   p.pos64 = a.positions.dtype == DType::I64;
   p.posStride = a.positions.strides[0];

@@ -138,7 +138,7 @@ CodegenModules::function(const CodegenModule &module, const std::string &name) {
   // another argument binding (an artifact from an older compiler) would
   // read ours misaligned, so it never runs.
   const int params = codegenEntryParams(module.ptx, name);
-  if (params != kCodegenParams)
+  if (params != kCodegenParams && params != kCodegenParamsBeforeNorm)
     return invalidArgument(
         "generated kernel '" + name + "' takes " + std::to_string(params) +
         " parameters, this runtime passes " + std::to_string(kCodegenParams) +
@@ -256,8 +256,13 @@ Status codegenCacheWrite(CudaContext &ctx, CodegenModules &modules,
   const bool rope = kernel.op == Opcode::RopeCacheUpdate;
   MLART_RETURN_IF_ERROR(
       cpu::checkCacheWriteShapes(a.kvC, a.kPe, a.slotMapping, a.cache));
-  if (rope)
+  if (rope) {
     MLART_RETURN_IF_ERROR(checkRopeOperands(a));
+    MLART_RETURN_IF_ERROR(cpu::checkLatentNorm(
+        a.latentNormWeight, a.latentNormEpsilon, a.kvC, a.cache));
+  } else if (a.latentNormWeight.present()) {
+    return invalidArgument("cache_update takes no latent norm");
+  }
 
   // The kernel must have been generated for exactly these operands.
   CodegenSignature sig;
@@ -272,6 +277,9 @@ Status codegenCacheWrite(CudaContext &ctx, CodegenModules &modules,
     sig.style = a.style;
     sig.positions = a.positions.dtype;
     sig.rotatesQ = a.qPe.present() && a.qPe.sizes[1] > 0;
+    sig.latentNorm = a.latentNormWeight.present();
+    if (sig.latentNorm)
+      sig.normWeight = a.latentNormWeight.dtype;
   }
   const std::string expected = codegenKernelName(sig);
   if (kernel.name != expected || a.kPe.dtype != a.kvC.dtype)
@@ -286,6 +294,7 @@ Status codegenCacheWrite(CudaContext &ctx, CodegenModules &modules,
   const bool fallback = a.cache.writeProtect || a.kPeOut.present() ||
                         !aligned16(a.kvC) || !aligned16(a.kPe) ||
                         !aligned16(a.qPe) || !aligned16(a.qPeIn) ||
+                        !aligned16(a.latentNormWeight) ||
                         (rope && !aligned16(a.cosSin)) ||
                         reinterpret_cast<uintptr_t>(a.cache.data) % 16 != 0;
   if (fallback)
@@ -347,17 +356,25 @@ Status codegenCacheWrite(CudaContext &ctx, CodegenModules &modules,
       prevalidated ? 1 : 0,
       q ? qIn.strides[0] : 0,
       q ? qIn.strides[1] : 0};
+  MemrefArg normWeight = mem(a.latentNormWeight);
+  float normEpsilon = a.latentNormEpsilon;
+  // A kernel of the binding before the norm reads only the first
+  // kCodegenParamsBeforeNorm of these (the driver reads what it declares).
   void *params[kCodegenParams];
   int n = 0;
-  for (MemrefArg &m : mems) {
+  auto pushMemref = [&](MemrefArg &m) {
     params[n++] = &m.allocated;
     params[n++] = &m.aligned;
     params[n++] = &m.offset;
     params[n++] = &m.size;
     params[n++] = &m.stride;
-  }
+  };
+  for (MemrefArg &m : mems)
+    pushMemref(m);
   for (int64_t &s : scalars)
     params[n++] = &s;
+  pushMemref(normWeight);
+  params[n++] = &normEpsilon;
   // Enough blocks for the rows, and for the q_pe items, which the kernel
   // strides over the latent threads of the whole grid (docs/codegen.md):
   // one 16-byte unit of the latent each, or 8 values for fp8_ds_mla.

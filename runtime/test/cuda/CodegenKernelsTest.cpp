@@ -9,7 +9,10 @@
 // q_pe byte for byte unchanged), for small calls (each block's own vote) and
 // large ones (the separate validation), synchronously and asynchronously.
 // Kernels that do not match their operands or their argument binding are
-// refused, and the driver's log is reported for PTX it rejects.
+// refused, and the driver's log is reported for PTX it rejects. With a
+// latent norm (mla-fuse-kv-norm) both kernels are also compared with the
+// CPU reference: its sum of squares runs in another order, so the
+// normalised latent is within one bf16 rounding, everything else exact.
 //
 //===----------------------------------------------------------------------===//
 #include "CudaTestUtil.h"
@@ -77,6 +80,11 @@ struct Case {
 };
 
 constexpr int64_t kBlocks = 96, kBlockSize = 16, kMaxPos = 512;
+constexpr float kNormEpsilon = 1e-6f; // the fixture's latent norms
+
+struct Result {
+  std::vector<uint8_t> cache, kPe, q, kv, qProj;
+};
 
 /// One write: the same random inputs twice on the device.
 struct Inputs {
@@ -86,6 +94,8 @@ struct Inputs {
   /// its strided view (the last 64 of each head's 192 columns) and the
   /// rotation written to q (the lowering's out-of-place rotation).
   Arr qProj;
+  /// The latent norm's weight (used by signatures with latentNorm).
+  Arr normW;
   bool qOutOfPlace = false;
   std::vector<uint8_t> cacheInit;
   /// k_pe is the strided view of kv's last 64 columns (the layout the
@@ -97,7 +107,8 @@ struct Inputs {
         slots(dev, c.sig.slots, {c.N}), pos(dev, c.sig.positions, {c.T}),
         cs(dev, DType::F32, {kMaxPos, 64}),
         q(dev, DType::BF16, {c.T, std::max<int64_t>(c.Hq, 1), 64}),
-        qProj(dev, DType::BF16, {c.T, std::max<int64_t>(c.Hq, 1) * 192 + 8}) {
+        qProj(dev, DType::BF16, {c.T, std::max<int64_t>(c.Hq, 1) * 192 + 8}),
+        normW(dev, DType::BF16, {512}) {
     desc.numBlocks = kBlocks;
     desc.blockSize = kBlockSize;
     desc.latentRank = 512;
@@ -114,6 +125,7 @@ struct Inputs {
     cs.random(-1.0f, 1.0f);
     q.random(-2.0f, 2.0f);
     qProj.random(-2.0f, 2.0f);
+    normW.random(-0.5f, 2.0f); // a trained norm's weights: around 1
     std::vector<int64_t> perm(size_t(kBlocks * kBlockSize));
     std::iota(perm.begin(), perm.end(), 0);
     std::shuffle(perm.begin(), perm.end(), rng());
@@ -147,6 +159,7 @@ struct Inputs {
     cs.up(dev);
     q.up(dev);
     qProj.up(dev);
+    normW.up(dev);
   }
 
   /// The q_pe source view of qProj.
@@ -178,14 +191,50 @@ struct Inputs {
         a.qPe = q.d();
       if (c.sig.rotatesQ && qOutOfPlace)
         a.qPeIn = qSource(qProj.d(), c.T, c.Hq);
+      if (c.sig.latentNorm) {
+        a.latentNormWeight = normW.d();
+        a.latentNormEpsilon = kNormEpsilon;
+      }
     }
     return a;
   }
+
+  /// What the CPU reference kernel writes from these inputs (host copies).
+  Result cpuReference(const Case &c) const;
 };
 
-struct Result {
-  std::vector<uint8_t> cache, kPe, q, kv, qProj;
-};
+Result Inputs::cpuReference(const Case &c) const {
+  Result r;
+  r.cache = cacheInit;
+  r.kPe = kPe.host;
+  r.q = q.host;
+  r.kv = kv.host;
+  r.qProj = qProj.host;
+  // The CPU kernel only reads slots, positions, cos/sin and the weight.
+  auto ro = [](const Arr &a) {
+    return a.ref(const_cast<uint8_t *>(a.host.data()));
+  };
+  RopeCacheUpdateArgs a;
+  a.kvC = kv.ref(r.kv.data());
+  a.kvC.sizes[1] = 512;
+  a.kPe = kPe.ref(r.kPe.data());
+  a.slotMapping = ro(slots);
+  a.cache.desc = desc;
+  a.cache.data = r.cache.data();
+  a.positions = ro(pos);
+  a.cosSin = ro(cs);
+  a.style = c.sig.style;
+  if (c.sig.rotatesQ)
+    a.qPe = q.ref(r.q.data());
+  if (c.sig.latentNorm) {
+    a.latentNormWeight = ro(normW);
+    a.latentNormEpsilon = kNormEpsilon;
+  }
+  static std::unique_ptr<Device> cpu = createCpuDevice();
+  Status s = cpu->kernels().ropeCacheUpdate(a, nullptr);
+  EXPECT_TRUE(s.ok()) << s.toString();
+  return r;
+}
 
 /// Runs the write through the library (kernel == null) or the generated
 /// kernel, on identical inputs; returns its status and what the device
@@ -710,6 +759,123 @@ TEST(CudaCodegen, LaunchesWithPdlOnlyKernelsThatWait) {
   EXPECT_TRUE(bytes == lib.cache);
   EXPECT_TRUE(in.q.down(dev) == lib.q);
   EXPECT_TRUE(in.kPe.down(dev) == lib.kPe);
+}
+
+} // namespace
+} // namespace mlart::cudatest
+
+namespace mlart::cudatest {
+namespace {
+
+/// The fixture's two kernels with a latent norm.
+std::vector<CodegenSignature> normSignatures() {
+  std::vector<CodegenSignature> out;
+  for (bool q : {false, true}) {
+    CodegenSignature s;
+    s.op = Opcode::RopeCacheUpdate;
+    s.latentRank = 512;
+    s.ropeDim = 64;
+    s.slots = q ? DType::I32 : DType::I64;
+    s.positions = q ? DType::I32 : DType::I64;
+    s.style = q ? RopeStyle::GptJ : RopeStyle::NeoX;
+    s.rotatesQ = q;
+    s.latentNorm = true;
+    out.push_back(s);
+  }
+  return out;
+}
+
+/// `got` against the CPU reference: rows nobody writes unchanged, the rope
+/// part of written rows and k_pe / q_pe bit for bit, the normalised latent
+/// within one bf16 rounding (the sum of squares runs in another order).
+void expectMatchesCpu(const Inputs &in, const Result &ref, const Result &got) {
+  const int64_t rowBytes = in.desc.rowBytes();
+  int64_t latentMismatches = 0, written = 0;
+  for (int64_t r = 0; r < in.desc.numSlots(); ++r) {
+    const uint8_t *g = got.cache.data() + r * rowBytes;
+    const uint8_t *e = ref.cache.data() + r * rowBytes;
+    const uint8_t *init = in.cacheInit.data() + r * rowBytes;
+    if (std::memcmp(e, init, size_t(rowBytes)) == 0) {
+      ASSERT_EQ(std::memcmp(g, init, size_t(rowBytes)), 0)
+          << "row " << r << " is written by nobody in the reference";
+      continue;
+    }
+    ++written;
+    ASSERT_EQ(std::memcmp(g + 1024, e + 1024, 128), 0)
+        << "rope part of row " << r;
+    for (int64_t i = 0; i < 512; ++i) {
+      const float want = loadAsFloat(e, DType::BF16, size_t(i));
+      const float have = loadAsFloat(g, DType::BF16, size_t(i));
+      ASSERT_LE(std::fabs(have - want), std::fabs(want) / 128 + 1e-30f)
+          << "row " << r << " latent " << i;
+      latentMismatches += have != want;
+    }
+  }
+  EXPECT_GT(written, 0);
+  // One rounding apart is rare: most values are identical.
+  EXPECT_LE(latentMismatches, written * 512 / 20);
+  EXPECT_TRUE(got.kPe == ref.kPe) << "rotated k_pe differs";
+  EXPECT_TRUE(got.q == ref.q) << "rotated q_pe differs";
+  EXPECT_TRUE(got.kv == in.kv.host) << "kv_c was written";
+}
+
+// Library and generated kernels with a latent norm against the CPU
+// reference, on fresh random inputs over a cache of random bytes, with
+// negative slots, padded tokens past the mapping and calls small (each
+// block votes) and large (validated first).
+TEST(CudaCodegen, LatentNormMatchesTheCpuReference) {
+  REQUIRE_FIXTURE();
+  for (const CodegenSignature &sig : normSignatures())
+    for (auto [T, N, Hq] : {std::tuple<int64_t, int64_t, int64_t>{1, 1, 16},
+                            {4, 4, 16}, // the V2-Lite step's tokens per block
+                            {7, 5, 16},
+                            {64, 64, 16},
+                            {300, 297, 3},
+                            {1100, 700, 16}}) {
+      const Case c{sig, T, N, sig.rotatesQ ? Hq : 0};
+      SCOPED_TRACE(codegenKernelName(c.sig) + " T=" + std::to_string(T) +
+                   " N=" + std::to_string(N));
+      const CodegenKernel *k = findKernel(*art, c.sig);
+      ASSERT_NE(k, nullptr);
+      Inputs in(dev, c);
+      const Result ref = in.cpuReference(c);
+      const Result gen = run(dev, c, in, art, k);
+      const Result lib = run(dev, c, in, art, nullptr);
+      {
+        SCOPED_TRACE("generated");
+        expectMatchesCpu(in, ref, gen);
+      }
+      {
+        SCOPED_TRACE("library");
+        expectMatchesCpu(in, ref, lib);
+      }
+      // The two GPU kernels sum the squares in the same order (8-value
+      // chunks, a tree over 8 chunks, groups in order): bit for bit.
+      EXPECT_TRUE(gen.cache == lib.cache) << "generated and library differ";
+    }
+}
+
+// A bad slot or position anywhere: the error, and nothing written.
+TEST(CudaCodegen, LatentNormBadIndicesWriteNothing) {
+  REQUIRE_FIXTURE();
+  for (const CodegenSignature &sig : normSignatures())
+    for (auto [T, N] : {std::pair<int64_t, int64_t>{7, 5}, {1100, 700}})
+      for (bool slot : {true, false}) {
+        const Case c{sig, T, N, sig.rotatesQ ? int64_t(16) : 0};
+        Inputs in(dev, c);
+        const BadIndex b = plant(in, c, slot);
+        SCOPED_TRACE(codegenKernelName(c.sig) + " T=" + std::to_string(T) +
+                     " " + b.message());
+        const CodegenKernel *k = findKernel(*art, c.sig);
+        ASSERT_NE(k, nullptr);
+        for (const CodegenKernel *kernel :
+             {k, static_cast<const CodegenKernel *>(nullptr)}) {
+          SCOPED_TRACE(kernel ? "generated" : "library");
+          auto [s, r] = attempt(dev, c, in, art, kernel);
+          EXPECT_EQ(s.code(), StatusCode::OutOfRange) << s.toString();
+          expectUntouched(in, r);
+        }
+      }
 }
 
 } // namespace

@@ -283,6 +283,140 @@ TEST(CudaRopeCacheUpdate, MatchesCpuBitForBit) {
   }
 }
 
+// The latent norm on the library kernel, every layout: against the CPU
+// reference (which normalises exactly like rmsNorm), rows nobody writes
+// unchanged, rope and q_pe bit for bit, latent values within one rounding
+// of kv_c's type (the sum of squares runs in another order) and, for fp8,
+// one fp8 step (tile scales within one bf16 rounding).
+TEST(CudaRopeCacheUpdate, LatentNormMatchesCpu) {
+  REQUIRE_GPU();
+  struct C {
+    CacheLayout layout;
+    DType weight;
+    int64_t T, N;
+  };
+  for (C c : {C{CacheLayout::Plain, DType::BF16, 7, 6},
+              C{CacheLayout::Plain, DType::F32, 64, 64}, // the V2-Lite step
+              C{CacheLayout::Plain, DType::BF16, 1500, 1400}, // validated first
+              C{CacheLayout::Fp8PerTensor, DType::BF16, 40, 40},
+              C{CacheLayout::Fp8DsMla, DType::BF16, 64, 60},
+              C{CacheLayout::Fp8DsMla, DType::F32, 1100, 1100}}) {
+    SCOPED_TRACE("layout " + std::to_string(int(c.layout)) + " T=" +
+                 std::to_string(c.T));
+    Cache cache(dev, c.layout, DType::BF16, 128, 32);
+    cache.scale = 0.05f;
+    const std::vector<uint8_t> init = cache.bytes.host;
+    Arr kv = randomArr(dev, DType::BF16, {c.T, 576}, -3, 3);
+    Arr kp = randomArr(dev, DType::BF16, {c.T, 64}, -2, 2);
+    Arr q = randomArr(dev, DType::BF16, {c.T, 16, 64}, -2, 2);
+    Arr w = randomArr(dev, c.weight, {512}, -0.5f, 2.0f);
+    Arr cs = cosSinTable(dev, 8192, 64);
+    Arr pos(dev, DType::I64, {c.T});
+    std::vector<int64_t> p(static_cast<size_t>(c.T));
+    for (auto &v : p)
+      v = int64_t(rng()() % 8192);
+    pos.setI64(p);
+    pos.up(dev);
+    Arr slots = slotArr(dev, randomSlots(c.N, cache.desc.numSlots()), true);
+    auto latent = [](TensorRef t) { // the first 512 of the 576 columns
+      t.sizes[1] = 512;
+      return t;
+    };
+    RopeCacheUpdateArgs h{latent(kv.h()), kp.h(), slots.h(), cache.h(),
+                          pos.h(), cs.h(), RopeStyle::GptJ, q.h()};
+    RopeCacheUpdateArgs g{latent(kv.d()), kp.d(), slots.d(), cache.d(),
+                          pos.d(), cs.d(), RopeStyle::GptJ, q.d()};
+    h.latentNormWeight = w.h();
+    g.latentNormWeight = w.d();
+    h.latentNormEpsilon = g.latentNormEpsilon = 1e-6f;
+    ASSERT_TRUE(cpu().ropeCacheUpdate(h, nullptr).ok());
+    Status s = dev->kernels().ropeCacheUpdate(g, nullptr);
+    ASSERT_TRUE(s.ok()) << s.message();
+    EXPECT_TRUE(kp.down(dev) == kp.host) << "k_pe";
+    EXPECT_TRUE(q.down(dev) == q.host) << "q_pe";
+    EXPECT_TRUE(kv.down(dev) == kv.host) << "kv_c was written";
+
+    const std::vector<uint8_t> got = cache.bytes.down(dev);
+    const std::vector<uint8_t> &want = cache.bytes.host;
+    const KVCacheDesc &d = cache.desc;
+    const int64_t row = d.rowBytes();
+    // Bytes of the latent values and of the rest (scales, rope) of a row.
+    const int64_t latentBytes = c.layout == CacheLayout::Plain ? 1024 : 512;
+    const DType latentType =
+        c.layout == CacheLayout::Plain ? DType::BF16 : DType::F8E4M3FN;
+    int64_t written = 0;
+    for (int64_t r = 0; r < d.numSlots(); ++r) {
+      const uint8_t *e = want.data() + r * row, *g0 = got.data() + r * row;
+      if (std::memcmp(e, init.data() + r * row, size_t(row)) == 0) {
+        ASSERT_EQ(std::memcmp(g0, e, size_t(row)), 0) << "unwritten row " << r;
+        continue;
+      }
+      ++written;
+      const int64_t rest = c.layout == CacheLayout::Fp8DsMla ? 16 : 0;
+      // Rope (and nothing else past the latent and tile scales): exact.
+      ASSERT_EQ(std::memcmp(g0 + latentBytes + rest, e + latentBytes + rest,
+                            size_t(row - latentBytes - rest)),
+                0)
+          << "rope part of row " << r;
+      for (int64_t t = 0; t < rest / 4; ++t) {
+        float se, sg;
+        std::memcpy(&se, e + latentBytes + 4 * t, 4);
+        std::memcpy(&sg, g0 + latentBytes + 4 * t, 4);
+        ASSERT_LE(std::fabs(sg - se), se / 128) << "tile scale " << t;
+      }
+      // One step of the stored type (1/128 for bf16, 1/8 for e4m3, whose
+      // smallest subnormal is 1/512).
+      const bool bf16 = latentType == DType::BF16;
+      const float step = bf16 ? 1.0f / 128 : 1.0f / 8;
+      const float tiny = bf16 ? 1e-30f : 1.0f / 512;
+      for (int64_t i = 0; i < 512; ++i) {
+        const float ve = loadAsFloat(e, latentType, size_t(i));
+        const float vg = loadAsFloat(g0, latentType, size_t(i));
+        ASSERT_LE(std::fabs(vg - ve),
+                  std::max(std::fabs(ve), std::fabs(vg)) * step + tiny)
+            << "row " << r << " latent " << i;
+      }
+    }
+    EXPECT_GT(written, 0);
+  }
+}
+
+// Rows that are not 16-byte aligned (kv_c row stride 577) with a table
+// that allows float4 loads: the row is written element by element, never
+// with 16-byte copies (the cos/sin and q_pe bits of the vector mask say
+// nothing about the rows).
+TEST(CudaRopeCacheUpdate, UnalignedRowsMatchCpu) {
+  REQUIRE_GPU();
+  const int64_t T = 9;
+  Cache cache(dev, CacheLayout::Plain, DType::BF16, 16, 16);
+  Arr kv = randomArr(dev, DType::BF16, {T, 577}, -2, 2);
+  Arr kp = randomArr(dev, DType::BF16, {T, 64}, -2, 2);
+  Arr q = randomArr(dev, DType::BF16, {T, 16, 64}, -2, 2);
+  Arr cs = cosSinTable(dev, 128, 64);
+  Arr pos(dev, DType::I64, {T});
+  std::vector<int64_t> p(static_cast<size_t>(T));
+  for (auto &v : p)
+    v = int64_t(rng()() % 128);
+  pos.setI64(p);
+  pos.up(dev);
+  Arr slots = slotArr(dev, randomSlots(T, cache.desc.numSlots()), true);
+  auto latent = [](TensorRef t) {
+    t.sizes[1] = 512;
+    return t;
+  };
+  RopeCacheUpdateArgs h{latent(kv.h()), kp.h(), slots.h(), cache.h(),
+                        pos.h(), cs.h(), RopeStyle::NeoX, q.h()};
+  RopeCacheUpdateArgs g{latent(kv.d()), kp.d(), slots.d(), cache.d(),
+                        pos.d(), cs.d(), RopeStyle::NeoX, q.d()};
+  ASSERT_TRUE(cpu().ropeCacheUpdate(h, nullptr).ok());
+  Status s = dev->kernels().ropeCacheUpdate(g, nullptr);
+  ASSERT_TRUE(s.ok()) << s.message();
+  ASSERT_TRUE(dev->synchronize(nullptr).ok());
+  EXPECT_TRUE(cache.bytes.down(dev) == cache.bytes.host) << "cache";
+  EXPECT_TRUE(kp.down(dev) == kp.host) << "k_pe";
+  EXPECT_TRUE(q.down(dev) == q.host) << "q_pe";
+}
+
 // The q_pe rotation issues its loads before the validation vote: a bad
 // position (or slot) must still leave q_pe, k_pe and the cache untouched,
 // for small (voted) and large (pre-validated) calls; also with a cos/sin

@@ -327,7 +327,7 @@ func.func @rope_update_positions(%c: tensor<4x512xbf16>, %p: tensor<4x64xbf16>, 
 
 func.func @rope_update_q_result(%c: tensor<4x512xbf16>, %p: tensor<4x64xbf16>, %s: tensor<4xi64>, %cache: !mla.kv_cache<?x16xbf16>, %pos: tensor<4xi64>, %cs: tensor<64x64xf32>) {
   // expected-error @+1 {{returns a rotated 'q_pe' exactly when it is given one}}
-  %0 = "mla.rope_kv_cache_update"(%c, %p, %pos, %cs, %s, %cache) <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0, 0>, resultSegmentSizes = array<i32: 1, 0>, style = 1 : i32}>
+  %0 = "mla.rope_kv_cache_update"(%c, %p, %pos, %cs, %s, %cache) <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0, 0, 0>, resultSegmentSizes = array<i32: 1, 0>, style = 1 : i32}>
       : (tensor<4x512xbf16>, tensor<4x64xbf16>, tensor<4xi64>, tensor<64x64xf32>, tensor<4xi64>, !mla.kv_cache<?x16xbf16>) -> tensor<4x16x64xbf16>
   return
 }
@@ -633,3 +633,53 @@ func.func private @name_not_string() -> (tensor<4xi64> {mla.name = 3 : i32})
 
 // expected-error @+1 {{unknown mla result attribute 'mla.noalias'}}
 func.func private @result_noalias() -> (tensor<4xi64> {mla.noalias})
+
+// -----
+
+func.func @rope_update_norm_weight_shape(%c: tensor<4x512xbf16>, %p: tensor<4x64xbf16>, %s: tensor<4xi64>, %cache: !mla.kv_cache<?x64xbf16>, %pos: tensor<4xi64>, %cs: tensor<64x64xf32>, %w: tensor<576xbf16>) {
+  // expected-error @+1 {{expected dimension 0 of 'latent_norm weight' (the cache's latent rank) to be 512, got 576}}
+  mla.rope_kv_cache_update neox %c, %p, %s into %cache positions(%pos, %cs) latent_norm(%w : tensor<576xbf16>, epsilon = 1.0e-6) : tensor<4x512xbf16>, tensor<4x64xbf16>, tensor<4xi64> into !mla.kv_cache<?x64xbf16>, tensor<4xi64>, tensor<64x64xf32>
+  return
+}
+
+// -----
+
+func.func @rope_update_norm_weight_rank(%c: tensor<4x512xbf16>, %p: tensor<4x64xbf16>, %s: tensor<4xi64>, %cache: !mla.kv_cache<?x64xbf16>, %pos: tensor<4xi64>, %cs: tensor<64x64xf32>, %w: tensor<1x512xbf16>) {
+  // expected-error @+1 {{operand #6 must be 1D tensor of bfloat16 type or 16-bit float or 32-bit float values}}
+  mla.rope_kv_cache_update neox %c, %p, %s into %cache positions(%pos, %cs) latent_norm(%w : tensor<1x512xbf16>, epsilon = 1.0e-6) : tensor<4x512xbf16>, tensor<4x64xbf16>, tensor<4xi64> into !mla.kv_cache<?x64xbf16>, tensor<4xi64>, tensor<64x64xf32>
+  return
+}
+
+// -----
+
+func.func @rope_update_norm_weight_type(%c: tensor<4x512xbf16>, %p: tensor<4x64xbf16>, %s: tensor<4xi64>, %cache: !mla.kv_cache<?x64xbf16>, %pos: tensor<4xi64>, %cs: tensor<64x64xf32>, %w: tensor<512xi8>) {
+  // expected-error @+1 {{operand #6 must be 1D tensor of bfloat16 type or 16-bit float or 32-bit float values}}
+  mla.rope_kv_cache_update neox %c, %p, %s into %cache positions(%pos, %cs) latent_norm(%w : tensor<512xi8>, epsilon = 1.0e-6) : tensor<4x512xbf16>, tensor<4x64xbf16>, tensor<4xi64> into !mla.kv_cache<?x64xbf16>, tensor<4xi64>, tensor<64x64xf32>
+  return
+}
+
+// -----
+
+func.func @rope_update_norm_epsilon(%c: tensor<4x512xbf16>, %p: tensor<4x64xbf16>, %s: tensor<4xi64>, %cache: !mla.kv_cache<?x64xbf16>, %pos: tensor<4xi64>, %cs: tensor<64x64xf32>, %w: tensor<512xbf16>) {
+  // expected-error @+1 {{expected a positive latent norm epsilon}}
+  mla.rope_kv_cache_update neox %c, %p, %s into %cache positions(%pos, %cs) latent_norm(%w : tensor<512xbf16>, epsilon = 0.0) : tensor<4x512xbf16>, tensor<4x64xbf16>, tensor<4xi64> into !mla.kv_cache<?x64xbf16>, tensor<4xi64>, tensor<64x64xf32>
+  return
+}
+
+// -----
+
+func.func @rope_update_norm_no_epsilon(%c: tensor<4x512xbf16>, %p: tensor<4x64xbf16>, %s: tensor<4xi64>, %cache: !mla.kv_cache<?x64xbf16>, %pos: tensor<4xi64>, %cs: tensor<64x64xf32>, %w: tensor<512xbf16>) {
+  // expected-error @+1 {{expected a latent norm weight and epsilon together}}
+  "mla.rope_kv_cache_update"(%c, %p, %pos, %cs, %s, %cache, %w) <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0, 0, 1>, resultSegmentSizes = array<i32: 0, 0>, style = 1 : i32}>
+      : (tensor<4x512xbf16>, tensor<4x64xbf16>, tensor<4xi64>, tensor<64x64xf32>, tensor<4xi64>, !mla.kv_cache<?x64xbf16>, tensor<512xbf16>) -> ()
+  return
+}
+
+// -----
+
+func.func @rope_update_norm_no_weight(%c: tensor<4x512xbf16>, %p: tensor<4x64xbf16>, %s: tensor<4xi64>, %cache: !mla.kv_cache<?x64xbf16>, %pos: tensor<4xi64>, %cs: tensor<64x64xf32>) {
+  // expected-error @+1 {{expected a latent norm weight and epsilon together}}
+  "mla.rope_kv_cache_update"(%c, %p, %pos, %cs, %s, %cache) <{latent_norm_epsilon = 1.0e-6 : f32, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 0, 0, 0>, resultSegmentSizes = array<i32: 0, 0>, style = 1 : i32}>
+      : (tensor<4x512xbf16>, tensor<4x64xbf16>, tensor<4xi64>, tensor<64x64xf32>, tensor<4xi64>, !mla.kv_cache<?x64xbf16>) -> ()
+  return
+}

@@ -173,3 +173,23 @@ func.func @dense_addend(%x: tensor<?x2048xbf16>, %w: tensor<576x2048xbf16>, %r: 
   %z = mla.linear %x, %w addend(%y : tensor<4x576xbf16>) : tensor<?x2048xbf16>, tensor<576x2048xbf16> -> tensor<?x576xbf16>
   return %y : tensor<4x576xbf16>
 }
+
+// -----
+
+// The latent norm round-trips, into plain and fp8 caches, with q rotation.
+// CHECK-LABEL: func.func @rope_update_latent_norm
+// CHECK: mla.rope_kv_cache_update neox %{{.*}}, %{{.*}}, %{{.*}} into %{{.*}} positions(%{{.*}}, %{{.*}}) latent_norm(%{{.*}} : tensor<512xbf16>, epsilon = 9.99999997E-7) : tensor<4x512xbf16>, tensor<4x64xbf16>, tensor<4xi64> into !mla.kv_cache<?x64xbf16>, tensor<4xi64>, tensor<4096x64xf32>{{$}}
+// CHECK: %{{.*}} = mla.rope_kv_cache_update gptj {{.*}} rotate_q(%{{.*}} : tensor<4x16x64xbf16>) latent_norm(%{{.*}} : tensor<512xf32>, epsilon = 9.99999974E-6) : {{.*}} into !mla.kv_cache<?x64xf8E4M3FN, fp8_ds_mla>, {{.*}} rotated_q tensor<4x16x64xbf16>{{$}}
+func.func @rope_update_latent_norm(%kv_c: tensor<4x512xbf16>, %k_pe: tensor<4x64xbf16>, %slots: tensor<4xi64>,
+                                   %cache: !mla.kv_cache<?x64xbf16>, %pos: tensor<4xi64>, %cs: tensor<4096x64xf32>,
+                                   %w: tensor<512xbf16>, %w32: tensor<512xf32>, %q_pe: tensor<4x16x64xbf16>,
+                                   %ds: !mla.kv_cache<?x64xf8E4M3FN, fp8_ds_mla>) -> tensor<4x16x64xbf16> {
+  mla.rope_kv_cache_update neox %kv_c, %k_pe, %slots into %cache positions(%pos, %cs)
+      latent_norm(%w : tensor<512xbf16>, epsilon = 1.0e-6)
+      : tensor<4x512xbf16>, tensor<4x64xbf16>, tensor<4xi64> into !mla.kv_cache<?x64xbf16>, tensor<4xi64>, tensor<4096x64xf32>
+  %q = mla.rope_kv_cache_update gptj %kv_c, %k_pe, %slots into %ds positions(%pos, %cs)
+      rotate_q(%q_pe : tensor<4x16x64xbf16>) latent_norm(%w32 : tensor<512xf32>, epsilon = 1.0e-5)
+      : tensor<4x512xbf16>, tensor<4x64xbf16>, tensor<4xi64> into !mla.kv_cache<?x64xf8E4M3FN, fp8_ds_mla>, tensor<4xi64>, tensor<4096x64xf32>
+        rotated_q tensor<4x16x64xbf16>
+  return %q : tensor<4x16x64xbf16>
+}

@@ -17,7 +17,7 @@
 // CHECK: 0: linear buffer0+0[2x64] buffer1+0[144x64] arena+[[#P:]][2x144]
 // CHECK-NEXT: 1: rms_norm arena+[[#P]][2x128]{144,1} buffer2+0[128] arena+[[#N:]][2x128]
 // CHECK-NEXT: 2: rope_cache_update cache0 arena+[[#N]][2x128] arena+[[#P+512]][2x16]{144,1} buffer4+0[2] buffer5+0[2] buffer6+0[16x16] buffer7+0[2x4x16] - buffer3+0[2x4x16]
-// CHECK-NOT: copy
+// CHECK-NOT: copy arena
 func.func @in_place(%x: tensor<2x64xf32>, %w_a: tensor<144x64xf32>,
                     %w: tensor<128xf32>, %q_pe: tensor<2x4x16xf32>,
                     %slots: tensor<2xi64>, %pos: tensor<2xi64>,
@@ -216,18 +216,39 @@ func.func @k_pe_reused(%kv: tensor<2x128xf32>, %x: tensor<2x64xf32>,
 
 !cache = !mla.kv_cache<?x16xf32, latent = 128, rope = 16>
 
-// kv_c is also a view of P: the update would read P while rotating it, so
-// it rotates a copy (k_pe's columns are disjoint, but the rule is kept
-// simple).
+// kv_c is also a view of P (the latent norm's kv_a projection): the update
+// reads it while rotating k_pe, whose columns are disjoint in every row,
+// so k_pe is still rotated where it lies.
 // CHECK-LABEL: artifact @kv_c_view
-// CHECK: 1: copy arena+[[#KPE:]][2x16]{144,1} arena+[[#K:]][2x16]
-// CHECK-NEXT: 2: rope_cache_update cache0 arena+[[#KPE-512]][2x128]{144,1} arena+[[#K]][2x16] buffer2+0[2]
+// CHECK: 0: linear
+// CHECK-NEXT: 1: rope_cache_update cache0 arena+0[2x128]{144,1} arena+512[2x16]{144,1} buffer2+0[2]
+// CHECK-NOT: copy arena
 func.func @kv_c_view(%x: tensor<2x64xf32>, %w_a: tensor<144x64xf32>,
                      %slots: tensor<2xi64>, %pos: tensor<2xi64>,
                      %cs: tensor<16x16xf32>, %cache: !cache) -> tensor<2x64xf32> {
   %p = mla.linear %x, %w_a : tensor<2x64xf32>, tensor<144x64xf32> -> tensor<2x144xf32>
   %kv = tensor.extract_slice %p[0, 0] [2, 128] [1, 1] : tensor<2x144xf32> to tensor<2x128xf32>
   %k_pe = tensor.extract_slice %p[0, 128] [2, 16] [1, 1] : tensor<2x144xf32> to tensor<2x16xf32>
+  mla.rope_kv_cache_update gptj %kv, %k_pe, %slots into %cache positions(%pos, %cs)
+      : tensor<2x128xf32>, tensor<2x16xf32>, tensor<2xi64> into !cache, tensor<2xi64>, tensor<16x16xf32>
+  return %x : tensor<2x64xf32>
+}
+
+// -----
+
+!cache = !mla.kv_cache<?x16xf32, latent = 128, rope = 16>
+
+// kv_c's columns overlap k_pe's (120..127): rotating in place would change
+// what the update reads as kv_c, so it rotates a copy.
+// CHECK-LABEL: artifact @kv_c_overlaps
+// CHECK: 1: copy arena+[[#KPE:]][2x16]{144,1} arena+[[#K:]][2x16]
+// CHECK-NEXT: 2: rope_cache_update cache0 arena+[[#KPE-480]][2x128]{144,1} arena+[[#K]][2x16] buffer2+0[2]
+func.func @kv_c_overlaps(%x: tensor<2x64xf32>, %w_a: tensor<144x64xf32>,
+                         %slots: tensor<2xi64>, %pos: tensor<2xi64>,
+                         %cs: tensor<16x16xf32>, %cache: !cache) -> tensor<2x64xf32> {
+  %p = mla.linear %x, %w_a : tensor<2x64xf32>, tensor<144x64xf32> -> tensor<2x144xf32>
+  %kv = tensor.extract_slice %p[0, 0] [2, 128] [1, 1] : tensor<2x144xf32> to tensor<2x128xf32>
+  %k_pe = tensor.extract_slice %p[0, 120] [2, 16] [1, 1] : tensor<2x144xf32> to tensor<2x16xf32>
   mla.rope_kv_cache_update gptj %kv, %k_pe, %slots into %cache positions(%pos, %cs)
       : tensor<2x128xf32>, tensor<2x16xf32>, tensor<2xi64> into !cache, tensor<2xi64>, tensor<16x16xf32>
   return %x : tensor<2x64xf32>

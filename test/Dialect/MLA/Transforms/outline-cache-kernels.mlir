@@ -17,7 +17,7 @@
 // CHECK-LABEL: func.func @plain
 // CHECK: mla.kv_cache_update {{.*}} {mla.kernel = {block_threads = 576 : i32, symbol = @mla_kernels::@[[K:mla_cache_update_plain_bf16_l512_p64_in_bf16_slot_i64]], tokens_per_block = 8 : i32}}
 // CHECK: gpu.module @mla_kernels
-// CHECK: gpu.func @[[K]](%{{.*}}: memref<?xbf16, 1>, %{{.*}}: memref<?xbf16, 1>, %[[SLOTS:arg[0-9]+]]: memref<?xi64, 1>, %[[CACHE:arg[0-9]+]]: memref<?xi8, 1>, %{{.*}}: memref<?xi64, 1>, %{{.*}}: memref<?xf32, 1>, %{{.*}}: memref<?xbf16, 1>, %[[BADSLOT:arg[0-9]+]]: memref<?xi32, 1>, %{{.*}}: memref<?xi32, 1>, %[[FAILED:arg[0-9]+]]: memref<?xi32, 1>, %{{.*}}: memref<?xbf16, 1>, %{{.*}}: i64, {{.*}}, %[[PRE:arg[0-9]+]]: i64, %{{.*}}: i64, %{{.*}}: i64) kernel attributes {known_block_size = array<i32: 576, 1, 1>, nvvm.minctasm = 3 : i32}
+// CHECK: gpu.func @[[K]](%{{.*}}: memref<?xbf16, 1>, %{{.*}}: memref<?xbf16, 1>, %[[SLOTS:arg[0-9]+]]: memref<?xi64, 1>, %[[CACHE:arg[0-9]+]]: memref<?xi8, 1>, %{{.*}}: memref<?xi64, 1>, %{{.*}}: memref<?xf32, 1>, %{{.*}}: memref<?xbf16, 1>, %[[BADSLOT:arg[0-9]+]]: memref<?xi32, 1>, %{{.*}}: memref<?xi32, 1>, %[[FAILED:arg[0-9]+]]: memref<?xi32, 1>, %{{.*}}: memref<?xbf16, 1>, %{{.*}}: i64, {{.*}}, %[[PRE:arg[0-9]+]]: i64, %{{.*}}: i64, %{{.*}}: i64, %{{.*}}: memref<?xbf16, 1>, %{{.*}}: f32) kernel attributes {known_block_size = array<i32: 576, 1, 1>, nvvm.minctasm = 3 : i32}
 // CHECK-NEXT: nvvm.griddepcontrol wait
 // CHECK-NEXT: nvvm.griddepcontrol launch_dependents
 // CHECK: %[[PREV:.*]] = arith.cmpi ne, %[[PRE]], %c0_i64 : i64
@@ -151,6 +151,59 @@ func.func @rope(%kv_c: tensor<4x512xbf16>, %k_pe: tensor<4x64xbf16>, %slots: ten
 // CHECK: vector.store %{{.*}} {alignment = 4 : i64} : memref<?xi8, 1>, vector<4xi8>
 func.func @ds_mla(%kv_c: tensor<4x512xbf16>, %k_pe: tensor<4x64xbf16>, %slots: tensor<4xi64>, %cache: !mla.kv_cache<?x64xf8E4M3FN, fp8_ds_mla>) {
   mla.kv_cache_update %kv_c, %k_pe, %slots into %cache : tensor<4x512xbf16>, tensor<4x64xbf16>, tensor<4xi64> into !mla.kv_cache<?x64xf8E4M3FN, fp8_ds_mla>
+  return
+}
+
+// -----
+
+// Latent norm (mla-fuse-kv-norm): the token width is padded to a multiple
+// of 8 (72 threads, 576 a block of 8 tokens) so that 8-lane groups belong
+// to one token. The weight chunk is loaded before the vote with the latent;
+// after the vote each thread squares and sums its 8 values, its group adds
+// them with xor shuffles (4, 2, 1), group leaders store to workgroup
+// memory, one barrier, then the token's 8 group sums give
+// 1 / sqrt(mean + eps) (PTX sqrt.rn, the epsilon is the last argument), and
+// the scaled values are rounded once to bf16 before the store.
+// CHECK-LABEL: func.func @latent_norm
+// CHECK: mla.rope_kv_cache_update neox {{.*}}block_threads = 576 : i32, symbol = @mla_kernels::@[[K:mla_rope_cache_update_plain_bf16_l512_p64_in_bf16_slot_i64_neox_pos_i64_norm_bf16]], tokens_per_block = 8 : i32
+// CHECK: gpu.func @[[K]](%[[KV:arg[0-9]+]]: memref<?xbf16, 1>, {{.*}}, %[[W:arg[0-9]+]]: memref<?xbf16, 1>, %[[EPS:arg[0-9]+]]: f32) workgroup(%[[SUMS:.*]] : memref<64xf32, #gpu.address_space<workgroup>>) kernel attributes {known_block_size = array<i32: 576, 1, 1>
+// CHECK: vector.load %[[KV]]
+// CHECK: vector.load %[[W]]
+// CHECK: nvvm.barrier #nvvm.reduction<or>
+// CHECK: cf.cond_br
+// CHECK-NEXT: ^bb1:
+// CHECK-NEXT: gpu.return
+// CHECK: gpu.shuffle xor %{{.*}}, %c4_i32
+// CHECK: gpu.shuffle xor %{{.*}}, %c2_i32
+// CHECK: gpu.shuffle xor %{{.*}}, %c1_i32
+// CHECK: memref.store %{{.*}}, %[[SUMS]]
+// CHECK: gpu.barrier
+// CHECK-COUNT-8: memref.load %[[SUMS]]
+// CHECK: arith.addf %{{.*}}, %[[EPS]]
+// CHECK: llvm.inline_asm "sqrt.rn.f32 $0, $1;", "=f,f"
+// CHECK: arith.divf
+// CHECK: arith.truncf %{{.*}} : vector<8xf32> to vector<8xbf16>
+// CHECK: vector.store
+func.func @latent_norm(%kv_c: tensor<4x512xbf16>, %k_pe: tensor<4x64xbf16>, %slots: tensor<4xi64>, %pos: tensor<4xi64>,
+                       %cs: tensor<128x64xf32>, %w: tensor<512xbf16>, %cache: !mla.kv_cache<?x64xbf16>) {
+  mla.rope_kv_cache_update neox %kv_c, %k_pe, %slots into %cache positions(%pos, %cs) latent_norm(%w : tensor<512xbf16>, epsilon = 1.0e-6) : tensor<4x512xbf16>, tensor<4x64xbf16>, tensor<4xi64> into !mla.kv_cache<?x64xbf16>, tensor<4xi64>, tensor<128x64xf32>
+  return
+}
+
+// -----
+
+// A latent norm with a weight of another type, or into fp8_ds_mla, stays
+// on the library kernel.
+// CHECK-LABEL: func.func @latent_norm_library
+// CHECK-NOT: mla.kernel
+// CHECK-NOT: gpu.module
+func.func @latent_norm_library(%kv_c: tensor<4x512xbf16>, %k_pe: tensor<4x64xbf16>, %slots: tensor<4xi64>, %pos: tensor<4xi64>,
+                               %cs: tensor<128x64xf32>, %w32: tensor<512xf32>, %w: tensor<512xbf16>,
+                               %cache: !mla.kv_cache<?x64xbf16>, %ds: !mla.kv_cache<?x64xf8E4M3FN, fp8_ds_mla>) {
+  // expected-remark @below {{kept on the library kernel: a latent norm weight of another type than kv_c}}
+  mla.rope_kv_cache_update neox %kv_c, %k_pe, %slots into %cache positions(%pos, %cs) latent_norm(%w32 : tensor<512xf32>, epsilon = 1.0e-6) : tensor<4x512xbf16>, tensor<4x64xbf16>, tensor<4xi64> into !mla.kv_cache<?x64xbf16>, tensor<4xi64>, tensor<128x64xf32>
+  // expected-remark @below {{kept on the library kernel: a latent norm into an fp8_ds_mla cache has no generated kernel}}
+  mla.rope_kv_cache_update neox %kv_c, %k_pe, %slots into %ds positions(%pos, %cs) latent_norm(%w : tensor<512xbf16>, epsilon = 1.0e-6) : tensor<4x512xbf16>, tensor<4x64xbf16>, tensor<4xi64> into !mla.kv_cache<?x64xf8E4M3FN, fp8_ds_mla>, tensor<4xi64>, tensor<128x64xf32>
   return
 }
 
