@@ -3,8 +3,8 @@
 // (64 latent + 4 rope threads, padded to a multiple of 8), no rms_norm
 // instruction for the latent.
 //
-// RUN: mla-opt %s -mla-decode-pipeline='target=cuda-sm90 kernels=codegen' | mla-translate --mla-to-artifact-listing | FileCheck %s --check-prefix=ART
-// RUN: mla-opt %s -mla-decode-pipeline='target=cuda-sm90 kernels=codegen' | FileCheck %s --check-prefix=PTX
+// RUN: mla-opt %s -mla-decode-pipeline='target=cuda-sm90 kernels=codegen fuse-kv-norm=true' | mla-translate --mla-to-artifact-listing | FileCheck %s --check-prefix=ART
+// RUN: mla-opt %s -mla-decode-pipeline='target=cuda-sm90 kernels=codegen fuse-kv-norm=true' | FileCheck %s --check-prefix=PTX
 // RUN: mla-opt %s -mla-decode-pipeline='target=cuda-sm90 kernels=codegen fuse-kv-norm=false' | mla-translate --mla-to-artifact-listing | FileCheck %s --check-prefix=UNFUSED
 
 // ART: kernel 0 @mla_rope_cache_update_plain_bf16_l512_p64_in_bf16_slot_i64_neox_pos_i64_norm_bf16 rope_cache_update module 0 block 288 tokens 4

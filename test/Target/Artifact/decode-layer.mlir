@@ -2,7 +2,7 @@
 // buffers and the cache from the arguments, views instead of copies for the
 // slices and reshapes, one instruction per kernel, and a planned arena.
 //
-// RUN: mla-opt %mla_src_root/examples/deepseek-v2-lite-decode-layer.mlir -mla-decode-pipeline | mla-translate --mla-to-artifact-listing | FileCheck %s
+// RUN: mla-opt %mla_src_root/examples/deepseek-v2-lite-decode-layer.mlir -mla-decode-pipeline='fuse-kv-norm=true' | mla-translate --mla-to-artifact-listing | FileCheck %s
 
 // The arena holds the widest point of the step, not the sum of temporaries
 // (q 8x3072 + kv 8x576 + latent query 8x16x576 + ... would be ~0.5 MB):
