@@ -26,9 +26,6 @@
 
 #include <algorithm>
 #include <climits>
-#include <mutex>
-#include <utility>
-#include <vector>
 
 namespace mlart::cuda {
 namespace {
@@ -92,22 +89,6 @@ template <int N> __device__ __forceinline__ void bulkWaitRead() {
 /// Waits until all of this thread's groups are complete (writes performed).
 __device__ __forceinline__ void bulkWaitAll() {
   asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
-}
-
-__device__ __forceinline__ int64_t loadSlotL2(const CacheCopyParams &p,
-                                              int64_t t) {
-  if (p.slot64) {
-    int64_t s;
-    asm volatile("ld.global.cg.s64 %0, [%1];"
-                 : "=l"(s)
-                 : "l"(static_cast<const int64_t *>(p.slots) + t * p.slotStride));
-    return s;
-  }
-  int s;
-  asm volatile("ld.global.cg.s32 %0, [%1];"
-               : "=r"(s)
-               : "l"(static_cast<const int32_t *>(p.slots) + t * p.slotStride));
-  return s;
 }
 
 /// The ring: `Stages` stages of 32 rows, their mbarriers, and each lane's
@@ -250,24 +231,6 @@ KernelFn pickKernel(const CacheCopyConfig &c) {
   }
 }
 
-/// CTAs of `kernel` with `smem` dynamic bytes that fit on one SM, asked
-/// once per kernel.
-StatusOr<int> residentCtas(KernelFn kernel, size_t smem) {
-  static std::mutex mu;
-  static std::vector<std::pair<KernelFn, int>> known;
-  std::lock_guard<std::mutex> lock(mu);
-  for (const auto &k : known)
-    if (k.first == kernel)
-      return k.second;
-  int n = 0;
-  MLART_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-                       &n, kernel, kBulkRows, smem),
-                   "cudaOccupancyMaxActiveBlocksPerMultiprocessor(cacheBulkKernel)");
-  n = std::max(n, 1);
-  known.emplace_back(kernel, n);
-  return n;
-}
-
 } // namespace
 
 Status launchCacheBulk(CudaContext &ctx, const CacheCopyParams &p,
@@ -275,16 +238,10 @@ Status launchCacheBulk(CudaContext &ctx, const CacheCopyParams &p,
   const KernelFn kernel = pickKernel(cfg);
   const size_t smem = size_t(kStageBytes) * size_t(std::max(cfg.stages, 1));
   MLART_RETURN_IF_ERROR(allowDynamicSmem(kernel, smem, "cacheBulkKernel"));
-  const int64_t chunks = std::max<int64_t>(1, (p.T + kBulkRows - 1) / kBulkRows);
-  int64_t grid = std::min<int64_t>(chunks, INT_MAX);
-  if (cfg.ctasPerSm > 0) {
-    MLART_ASSIGN_OR_RETURN(const int fit, residentCtas(kernel, smem));
-    const int64_t cap = std::max<int64_t>(
-        1, int64_t(ctx.smCount) * std::min(cfg.ctasPerSm, fit));
-    // As many chunks for every CTA (no tail round with few CTAs).
-    const int64_t rounds = (chunks + cap - 1) / cap;
-    grid = (chunks + rounds - 1) / rounds;
-  }
+  MLART_ASSIGN_OR_RETURN(
+      const int64_t grid,
+      cacheCopyGrid(ctx, reinterpret_cast<const void *>(kernel), kBulkRows,
+                    smem, (p.T + kBulkRows - 1) / kBulkRows, cfg.ctasPerSm));
   return launchKernel("cacheBulkKernel", kernel, dim3(unsigned(grid)),
                       dim3(kBulkRows), smem, stream, p);
 }

@@ -31,6 +31,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <climits>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -73,22 +74,6 @@ __device__ __forceinline__ uint4 loadChunkL2(const uint8_t *p) {
                : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
                : "l"(p));
   return v;
-}
-
-__device__ __forceinline__ int64_t loadSlotL2(const CacheCopyParams &p,
-                                              int64_t t) {
-  if (p.slot64) {
-    int64_t s;
-    asm volatile("ld.global.cg.s64 %0, [%1];"
-                 : "=l"(s)
-                 : "l"(static_cast<const int64_t *>(p.slots) + t * p.slotStride));
-    return s;
-  }
-  int s;
-  asm volatile("ld.global.cg.s32 %0, [%1];"
-               : "=r"(s)
-               : "l"(static_cast<const int32_t *>(p.slots) + t * p.slotStride));
-  return s;
 }
 
 template <int Hints>
@@ -249,27 +234,38 @@ KernelFn pickKernel(const CacheCopyConfig &c) {
   }
 }
 
-/// CTAs of `kernel` that fit on one SM, asked once per kernel.
-StatusOr<int> residentCtas(KernelFn kernel) {
-  static std::mutex mu;
-  static std::vector<std::pair<KernelFn, int>> known;
-  std::lock_guard<std::mutex> lock(mu);
-  for (const auto &k : known)
-    if (k.first == kernel)
-      return k.second;
-  int n = 0;
-  MLART_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-                       &n, kernel, kCopyThreads, 0),
-                   "cudaOccupancyMaxActiveBlocksPerMultiprocessor(cacheCopyKernel)");
-  n = std::max(n, 1);
-  known.emplace_back(kernel, n);
-  return n;
-}
-
 std::atomic<uint64_t> launches{0};
 
 
 } // namespace
+
+StatusOr<int64_t> cacheCopyGrid(const CudaContext &ctx, const void *kernel,
+                                int threads, size_t smem, int64_t work,
+                                int ctasPerSm) {
+  work = std::max<int64_t>(1, work);
+  if (ctasPerSm <= 0)
+    return std::min<int64_t>(work, INT_MAX);
+  int fit = 0;
+  {
+    static std::mutex mu;
+    static std::vector<std::pair<const void *, int>> known;
+    std::lock_guard<std::mutex> lock(mu);
+    for (const auto &k : known)
+      if (k.first == kernel)
+        fit = k.second;
+    if (fit == 0) {
+      MLART_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+                           &fit, kernel, threads, smem),
+                       "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
+      fit = std::max(fit, 1);
+      known.emplace_back(kernel, fit);
+    }
+  }
+  const int64_t cap =
+      std::max<int64_t>(1, int64_t(ctx.smCount) * std::min(ctasPerSm, fit));
+  const int64_t rounds = (work + cap - 1) / cap;
+  return (work + rounds - 1) / rounds;
+}
 
 CacheCopyConfig cacheCopyConfig() {
   // The knob table (Knobs.h) reads and checks the environment once and
@@ -321,17 +317,10 @@ Status launchCacheCopy(CudaContext &ctx, const CacheCopyParams &p,
   }
   const KernelFn kernel = pickKernel(cfg);
   const int64_t tileTokens = int64_t(kTokensPerPass) * cfg.unroll;
-  const int64_t tiles = std::max<int64_t>(1, (p.T + tileTokens - 1) / tileTokens);
-  int64_t grid = std::min<int64_t>(tiles, INT_MAX);
-  if (cfg.ctasPerSm > 0) {
-    MLART_ASSIGN_OR_RETURN(const int fit, residentCtas(kernel));
-    const int64_t cap = std::max<int64_t>(
-        1, int64_t(ctx.smCount) * std::min(cfg.ctasPerSm, fit));
-    // As many tiles for every CTA: 2048 tiles on a cap of 396 CTAs would
-    // leave a sixth round with 68 CTAs in flight; 342 CTAs do 6 each.
-    const int64_t rounds = (tiles + cap - 1) / cap;
-    grid = (tiles + rounds - 1) / rounds;
-  }
+  MLART_ASSIGN_OR_RETURN(
+      const int64_t grid,
+      cacheCopyGrid(ctx, reinterpret_cast<const void *>(kernel), kCopyThreads,
+                    0, (p.T + tileTokens - 1) / tileTokens, cfg.ctasPerSm));
   launches.fetch_add(1, std::memory_order_relaxed);
   return launchKernel("cacheCopyKernel", kernel, dim3(unsigned(grid)),
                       dim3(kCopyThreads), 0, stream, p);

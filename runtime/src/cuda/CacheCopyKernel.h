@@ -73,6 +73,37 @@ struct CacheCopyParams {
 /// 16-byte chunks in a row this kernel writes (bf16/f16 512 + 64).
 constexpr int kCacheCopyChunks = 72;
 
+/// The grid of a large-update kernel over `work` items (tiles or chunks):
+/// one item a CTA when `ctasPerSm` is 0; else a persistent grid of that
+/// many CTAs an SM, capped by what fits (`kernel` with `threads` threads and
+/// `smem` dynamic bytes, asked once per kernel) and shrunk so that every
+/// CTA gets the same number of items (2048 items on a cap of 396 CTAs
+/// would leave a sixth round with 68 CTAs in flight; 342 CTAs do 6 each).
+StatusOr<int64_t> cacheCopyGrid(const CudaContext &ctx, const void *kernel,
+                                int threads, size_t smem, int64_t work,
+                                int ctasPerSm);
+
+#ifdef __CUDACC__
+/// slot_mapping[t] read at L2 (ld.global.cg): the large-update kernels
+/// load slots before the dependent-launch wait (CacheCopyKernel.cu argues
+/// why that is safe), where no L1 line may be trusted.
+__device__ __forceinline__ int64_t loadSlotL2(const CacheCopyParams &p,
+                                              int64_t t) {
+  if (p.slot64) {
+    int64_t s;
+    asm volatile("ld.global.cg.s64 %0, [%1];"
+                 : "=l"(s)
+                 : "l"(static_cast<const int64_t *>(p.slots) + t * p.slotStride));
+    return s;
+  }
+  int s;
+  asm volatile("ld.global.cg.s32 %0, [%1];"
+               : "=r"(s)
+               : "l"(static_cast<const int32_t *>(p.slots) + t * p.slotStride));
+  return s;
+}
+#endif
+
 /// Launches the kernel of `cfg` for a call that the validation kernel,
 /// launched just before on `stream`, checks. The caller has established
 /// that the call qualifies (CacheKernels.cu: plain, 16-byte aligned,
