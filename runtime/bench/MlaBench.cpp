@@ -4,7 +4,7 @@
 //                  [--cache-only] [--decode-h=H] [--decode-b=B] [--decode-l=L]
 //                  [--no-ceilings] [--codegen-only]
 //                  [--step=ARTIFACT ...] [--step-context=L] [--step-only]
-//                  [--update-t=T] [--gemm-only] [--prefetch-sweep]
+//                  [--update-t=T] [--gemm-only]
 //                  [--timeline=OUT.txt [--timeline-replays=N]
 //                   [--timeline-streams=N]] (with --step; needs CUPTI)
 // Times every kernel with CUDA events (warm-up, then the median of many
@@ -486,7 +486,6 @@ int main(int argc, char **argv) {
   int decodeH = 0, decodeB = 0;
   int64_t decodeL = 0;
   std::string timelinePath; // --timeline: trace step replays, nothing else
-  bool prefetchSweep = false;
   int timelineReplays = 5, timelineStreams = 0; // 0: 1 and 2
   for (int i = 1; i < argc; ++i) {
     if (std::string(argv[i]) == "--quick")
@@ -511,8 +510,6 @@ int main(int argc, char **argv) {
       stepPaths.push_back(argv[i] + 7); // a compiled decode step to time
     else if (std::string(argv[i]).rfind("--step-context=", 0) == 0)
       stepContext = std::atoll(argv[i] + 15);
-    else if (std::string(argv[i]) == "--prefetch-sweep")
-      prefetchSweep = true; // with --step: L2 prefetch A/B rows
     else if (std::string(argv[i]) == "--step-only")
       stepOnly = true;
     else if (std::string(argv[i]) == "--gemm-only")
@@ -645,28 +642,6 @@ int main(int argc, char **argv) {
                             quick ? 10 : 30);
       add("step " + base + " graph" + tag, shape, graph,
           step.value()->bytes(), step.value()->flops(), graph);
-    }
-    // The L2 prefetch hints (mlart/PrefetchPlan.h) A/B, two streams, graph:
-    // MLART_L2_PREFETCH mode x its KV budget, each row a fresh capture.
-    if (prefetchSweep) {
-      using mlart::cuda::Knob;
-      struct Variant { int mode, kvMb; };
-      for (Variant v : {Variant{0, 0}, Variant{1, 8}, Variant{1, 16},
-                        Variant{1, 32}, Variant{2, 0}, Variant{3, 16},
-                        Variant{0, 0}, Variant{1, 16}}) {
-        mlart::cuda::setKnobOverride(Knob::L2Prefetch, v.mode);
-        mlart::cuda::setKnobOverride(Knob::L2PrefetchKvMb, v.kvMb);
-        ex.setMaxStreams(2);
-        CHECK(ex.run(gStream));
-        CHECK(ex.captureGraph(gStream));
-        double graph = timeMs([&] { CHECK(ex.runGraph(gStream, false)); },
-                              quick ? 10 : 30);
-        add("step " + base + " graph streams=2 pf=" + std::to_string(v.mode) +
-                " kv=" + std::to_string(v.kvMb),
-            shape, graph, step.value()->bytes(), step.value()->flops(), graph);
-      }
-      mlart::cuda::setKnobOverride(Knob::L2Prefetch, std::nullopt);
-      mlart::cuda::setKnobOverride(Knob::L2PrefetchKvMb, std::nullopt);
     }
   }
   if (stepOnly) {

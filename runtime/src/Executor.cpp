@@ -1,8 +1,6 @@
 //===- Executor.cpp - Binding checks and instruction dispatch -------------===//
 #include "mlart/Executor.h"
 
-#include "TensorRefUtil.h"
-
 #include <algorithm>
 #include <chrono>
 
@@ -124,23 +122,7 @@ TensorRef Executor::view(uint32_t index) const {
   return v.resolve(base);
 }
 
-DecodeAttentionArgs Executor::decodeArgs(const Instruction &inst) const {
-  auto op = [&](size_t i) { return view(inst.operands[i]); };
-  DecodeAttentionArgs a;
-  a.q = op(0);
-  a.cache = caches_[inst.cache];
-  a.blockTable = op(1);
-  a.seqLens = op(2);
-  a.softmaxScale = inst.floatAttr;
-  a.out = op(3);
-  a.lse = op(4);
-  a.numSplits = int(inst.intAttr);
-  return a;
-}
-
-Status Executor::runInstruction(size_t index, StreamHandle stream,
-                                bool hints) {
-  const Instruction &inst = artifact_.instructions()[index];
+Status Executor::runInstruction(const Instruction &inst, StreamHandle stream) {
   const KernelLibrary &k = device_->kernels();
   auto op = [&](size_t i) { return view(inst.operands[i]); };
   const KVCacheRef cache =
@@ -170,15 +152,10 @@ Status Executor::runInstruction(size_t index, StreamHandle stream,
       return runCodegen(inst, a, stream);
     return k.ropeCacheUpdate(a, stream);
   }
-  case Opcode::DecodeAttention: {
-    DecodeAttentionArgs a = decodeArgs(inst);
-    if (hints && index < prefetch_.afterDecode.size()) {
-      const std::vector<PrefetchRange> &after = prefetch_.afterDecode[index];
-      a.numPrefetchAfter = int(after.size());
-      std::copy(after.begin(), after.end(), a.prefetchAfter);
-    }
-    return k.decodeAttention(a, stream);
-  }
+  case Opcode::DecodeAttention:
+    return k.decodeAttention({op(0), cache, op(1), op(2), inst.floatAttr, op(3),
+                              op(4), int(inst.intAttr)},
+                             stream);
   case Opcode::PrefillAttention:
     // intAttr 1: the lengths operand holds total lengths (see
     // ArtifactWriter::prefillAttentionTotalLens).
@@ -275,85 +252,12 @@ Executor::accessesOf(const Instruction &inst) const {
   return accesses;
 }
 
-PrefetchPlan Executor::planPrefetch() const {
-  const std::vector<Instruction> &program = artifact_.instructions();
-  // Buffers some instruction writes are not weights.
-  std::vector<bool> written(bufferData_.size(), false);
-  for (const Instruction &inst : program) {
-    int count = 0;
-    const OperandSpec *specs = operandSpecs(inst.opcode, count);
-    for (int k = 0; k < count; ++k) {
-      const uint32_t v = inst.operands[size_t(k)];
-      if (v == kNoIndex || !specs[k].written)
-        continue;
-      const ViewDecl &decl = artifact_.views()[v];
-      if (decl.base == ViewBase::Buffer)
-        written[decl.baseIndex] = true;
-    }
-  }
-  std::vector<PrefetchCandidate> candidates(program.size());
-  for (size_t i = 0; i < program.size(); ++i) {
-    const Instruction &inst = program[i];
-    candidates[i].isDecode = inst.opcode == Opcode::DecodeAttention;
-    int count = 0;
-    const OperandSpec *specs = operandSpecs(inst.opcode, count);
-    for (int k = 0; k < count; ++k) {
-      const uint32_t v = inst.operands[size_t(k)];
-      if (v == kNoIndex || specs[k].written)
-        continue;
-      const ViewDecl &decl = artifact_.views()[v];
-      // Weights only: the bytes worth warming, and never written here.
-      if (decl.base != ViewBase::Buffer || written[decl.baseIndex] ||
-          artifact_.buffers()[decl.baseIndex].role != BufferRole::Weight)
-        continue;
-      const auto [lo, hi] = byteRange(view(v));
-      if (hi > lo)
-        candidates[i].constantReads.push_back(
-            {reinterpret_cast<const void *>(lo), size_t(hi - lo)});
-    }
-  }
-  return planL2Prefetch(candidates);
-}
-
-Status Executor::startPrefetch(StreamHandle origin) {
-  prefetchStarted_ = false;
-  if (!prefetchStream_.handle() ||
-      (prefetch_.atStart.empty() && prefetch_.firstDecode < 0))
-    return Status::success();
-  PrefetchL2Args args;
-  args.numRanges = int(prefetch_.atStart.size());
-  std::copy(prefetch_.atStart.begin(), prefetch_.atStart.end(), args.ranges);
-  DecodeAttentionArgs decode;
-  if (prefetch_.firstDecode >= 0) {
-    decode = decodeArgs(artifact_.instructions()[size_t(prefetch_.firstDecode)]);
-    args.decode = &decode;
-    args.decodeBudgetBytes = prefetch_.decodeKvBytes;
-  }
-  const StreamHandle side = prefetchStream_.handle();
-  MLART_RETURN_IF_ERROR(device_->recordEvent(forkEvent_.handle(), origin));
-  MLART_RETURN_IF_ERROR(device_->streamWaitEvent(side, forkEvent_.handle()));
-  prefetchStarted_ = true;
-  return device_->kernels().prefetchL2(args, side);
-}
-
-Status Executor::joinPrefetch(StreamHandle origin) {
-  if (!prefetchStarted_)
-    return Status::success();
-  prefetchStarted_ = false;
-  MLART_RETURN_IF_ERROR(
-      device_->recordEvent(prefetchJoin_.handle(), prefetchStream_.handle()));
-  return device_->streamWaitEvent(origin, prefetchJoin_.handle());
-}
-
 Status Executor::preparePlan() {
   const int streams = device_->supportsConcurrentStreams() ? maxStreams_ : 1;
   std::vector<const void *> key(bufferData_.begin(), bufferData_.end());
   for (const KVCacheRef &c : caches_)
     key.push_back(c.data);
   key.push_back(reinterpret_cast<const void *>(uintptr_t(streams)));
-  const bool prefetches = device_->supportsConcurrentStreams() &&
-                          device_->kernels().prefetchesL2();
-  key.push_back(reinterpret_cast<const void *>(uintptr_t(prefetches)));
   const size_t n = artifact_.instructions().size();
   if (key == planKey_ && plan_.stream.size() == n)
     return Status::success();
@@ -379,19 +283,6 @@ Status Executor::preparePlan() {
     if (plan.recordAfter[i] && !doneEvents_[i].handle()) {
       MLART_ASSIGN_OR_RETURN(doneEvents_[i], device_->createOrderingEvent());
     }
-  // L2 hints need a stream beside the program's (the start hint).
-  prefetch_ = PrefetchPlan();
-  if (prefetches)
-    prefetch_ = planPrefetch();
-  if (!prefetch_.empty()) {
-    if (!prefetchStream_.handle()) {
-      MLART_ASSIGN_OR_RETURN(prefetchStream_, device_->createStream());
-      MLART_ASSIGN_OR_RETURN(prefetchJoin_, device_->createOrderingEvent());
-    }
-    if (!forkEvent_.handle()) {
-      MLART_ASSIGN_OR_RETURN(forkEvent_, device_->createOrderingEvent());
-    }
-  }
   plan_ = std::move(plan);
   planKey_ = std::move(key);
   return Status::success();
@@ -412,22 +303,13 @@ Status Executor::instructionError(const char *what, size_t i,
 
 Status Executor::issueProgram(StreamHandle origin, const char *what) {
   const std::vector<Instruction> &program = artifact_.instructions();
-  Status hint = startPrefetch(origin);
-  if (!hint.ok()) {
-    Status joined = joinPrefetch(origin);
-    (void)joined; // the first failure is the one reported
-    return Status(hint.code(),
-                  std::string(what) + "L2 prefetch: " + hint.message());
-  }
   if (plan_.numStreams <= 1) {
-    Status failed = Status::success();
-    for (size_t i = 0; i < program.size() && failed.ok(); ++i) {
-      Status s = runInstruction(i, origin, true);
+    for (size_t i = 0; i < program.size(); ++i) {
+      Status s = runInstruction(program[i], origin);
       if (!s.ok())
-        failed = instructionError(what, i, s);
+        return instructionError(what, i, s);
     }
-    Status joined = joinPrefetch(origin);
-    return failed.ok() ? joined : failed;
+    return Status::success();
   }
 
   auto streamOf = [&](int s) {
@@ -449,7 +331,7 @@ Status Executor::issueProgram(StreamHandle origin, const char *what) {
       if (st.ok())
         st = device_->streamWaitEvent(h, doneEvents_[j].handle());
     if (st.ok())
-      st = runInstruction(i, h, true);
+      st = runInstruction(program[i], h);
     if (st.ok() && plan_.recordAfter[i])
       st = device_->recordEvent(doneEvents_[i].handle(), h);
     if (!st.ok())
@@ -465,8 +347,7 @@ Status Executor::issueProgram(StreamHandle origin, const char *what) {
     if (!st.ok() && failed.ok())
       failed = st;
   }
-  Status joined = joinPrefetch(origin);
-  return failed.ok() ? joined : failed;
+  return failed;
 }
 
 Status Executor::run(StreamHandle stream) {
@@ -481,7 +362,7 @@ Status Executor::run(StreamHandle stream) {
   const std::vector<Instruction> &program = artifact_.instructions();
   for (size_t i = 0; i < program.size(); ++i) {
     const Clock::time_point start = Clock::now();
-    Status s = runInstruction(i, stream, false);
+    Status s = runInstruction(program[i], stream);
     if (s.ok())
       s = device_->synchronize(stream);
     if (!s.ok())

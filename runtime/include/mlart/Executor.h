@@ -13,7 +13,6 @@
 #include "mlart/Artifact.h"
 #include "mlart/Device.h"
 #include "mlart/KVCache.h"
-#include "mlart/PrefetchPlan.h"
 #include "mlart/StreamPlan.h"
 
 #include <functional>
@@ -134,17 +133,7 @@ public:
 
 private:
   Executor(Artifact artifact, Device &device, Buffer arena);
-  /// Issues instruction `i` on `stream` (with its L2 prefetch hint when
-  /// `hints`).
-  Status runInstruction(size_t i, StreamHandle stream, bool hints);
-  /// The arguments of decode instruction `inst` at the current bindings.
-  DecodeAttentionArgs decodeArgs(const Instruction &inst) const;
-  /// The L2 prefetch plan of the current bindings (prefetch_).
-  PrefetchPlan planPrefetch() const;
-  /// Launches prefetch_'s start hint on its own stream, forked from `origin`
-  /// after the work already queued there; joined by joinPrefetch.
-  Status startPrefetch(StreamHandle origin);
-  Status joinPrefetch(StreamHandle origin);
+  Status runInstruction(const Instruction &inst, StreamHandle stream);
   /// A cache write through the generated kernel the instruction names.
   Status runCodegen(const Instruction &inst, const RopeCacheUpdateArgs &args,
                     StreamHandle stream);
@@ -152,7 +141,7 @@ private:
   TensorRef view(uint32_t index) const;
   /// What instruction `i` reads and writes at the current bindings.
   std::vector<MemoryAccess> accessesOf(const Instruction &inst) const;
-  /// Makes plan_ and prefetch_ (and the side streams and events they need) for the
+  /// Makes plan_ (and the side streams and events it needs) for the
   /// current bindings, unless it is already up to date.
   Status preparePlan();
   /// Issues every instruction on `origin` and the side streams per plan_;
@@ -180,11 +169,6 @@ private:
   std::vector<Event> doneEvents_;
   Event forkEvent_;
   std::vector<Event> joinEvents_;
-  /// L2 prefetch hints (PrefetchPlan.h), on devices whose kernels take them.
-  PrefetchPlan prefetch_;
-  Stream prefetchStream_;
-  Event prefetchJoin_;
-  bool prefetchStarted_ = false;
 };
 
 } // namespace mlart

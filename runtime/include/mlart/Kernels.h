@@ -91,14 +91,6 @@ struct RopeCacheUpdateArgs {
   float latentNormEpsilon = 0.0f; ///< > 0 with latentNormWeight
 };
 
-/// A byte range of device memory that a later kernel reads: an L2 prefetch
-/// hint (docs/runtime.md, "L2 prefetch"). Hints never change a result.
-struct PrefetchRange {
-  const void *data = nullptr;
-  size_t bytes = 0;
-};
-constexpr int kMaxPrefetchRanges = 8;
-
 /// Absorbed decode attention over the paged cache.
 /// q [B, H, latent + rope]; blockTable [B, maxBlocks] i32; seqLens [B] i32;
 /// out [B, H, latent]; lse [B, H] f32 (optional, natural log). Rows at or past
@@ -112,23 +104,6 @@ struct DecodeAttentionArgs {
   TensorRef out;
   TensorRef lse;
   int numSplits = 0;
-  /// Optional hint: ranges the kernel asks L2 to prefetch as it finishes
-  /// (the weights of the instructions after it), so they do not come from
-  /// DRAM one small GEMM at a time. Devices may ignore it.
-  PrefetchRange prefetchAfter[kMaxPrefetchRanges];
-  int numPrefetchAfter = 0;
-};
-
-/// Warms L2 for what the next kernels read (docs/runtime.md, "L2
-/// prefetch"): the ranges in order, then the first KV tiles each split of
-/// `decode` will stream, up to decodeBudgetBytes. Only a hint: it reads
-/// nothing into registers or shared memory and writes nothing, so it may
-/// run concurrently with anything; invalid block ids are skipped.
-struct PrefetchL2Args {
-  PrefetchRange ranges[kMaxPrefetchRanges];
-  int numRanges = 0;
-  const DecodeAttentionArgs *decode = nullptr;
-  size_t decodeBudgetBytes = 0;
 };
 
 /// Causal MHA prefill for new tokens with optional cached context
@@ -239,17 +214,6 @@ public:
                          StreamHandle stream) const = 0;
   virtual Status linear(const LinearArgs &args, StreamHandle stream) const = 0;
   virtual Status add(const AddArgs &args, StreamHandle stream) const = 0;
-
-  /// Whether prefetchL2 and DecodeAttentionArgs::prefetchAfter do anything
-  /// here; the executor plans prefetches only then. CPU: no.
-  virtual bool prefetchesL2() const { return false; }
-  /// The L2 prefetch hint; a no-op unless prefetchesL2().
-  virtual Status prefetchL2(const PrefetchL2Args &args,
-                            StreamHandle stream) const {
-    (void)args;
-    (void)stream;
-    return Status::success();
-  }
 };
 
 /// The CPU reference kernels (always available).

@@ -115,9 +115,6 @@ Status qConcat(CudaContext &, const QConcatArgs &, cudaStream_t);
 Status quantize(CudaContext &, const QuantizeArgs &, cudaStream_t);
 Status rmsNorm(CudaContext &, const RmsNormArgs &, cudaStream_t);
 Status add(CudaContext &, const AddArgs &, cudaStream_t);
-Status prefetchL2(CudaContext &, const PrefetchL2Args &, cudaStream_t);
-/// MLART_L2_PREFETCH (L2Prefetch.cu).
-bool l2PrefetchEnabled();
 
 /// Cache writes are all-or-nothing. A call with at most this many slots or
 /// positions is validated by every block of the write kernel itself before
@@ -161,9 +158,7 @@ public:
   MLART_CUDA_FORWARD(rmsNorm, RmsNormArgs)
   MLART_CUDA_FORWARD(linear, LinearArgs)
   MLART_CUDA_FORWARD(add, AddArgs)
-  MLART_CUDA_FORWARD(prefetchL2, PrefetchL2Args)
 #undef MLART_CUDA_FORWARD
-  bool prefetchesL2() const override { return l2PrefetchEnabled(); }
 private:
   CudaContext *ctx_;
 };

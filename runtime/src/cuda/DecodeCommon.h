@@ -9,7 +9,6 @@
 #define MLART_CUDA_DECODECOMMON_H
 
 #include "cuda/CudaCommon.h"
-#include "cuda/L2Prefetch.h"
 #include "mlart/StatusOr.h"
 
 #include <algorithm>
@@ -113,21 +112,7 @@ struct DecodeParams : DecodeIo {
   /// one cluster and merge their partials through distributed shared memory
   /// (partOut/partLse unused).
   int clusterMerge;
-  /// The 16-head kernel: what each CTA asks L2 for as it starts its last
-  /// tile (DecodeAttentionArgs::prefetchAfter).
-  PrefetchSpans after;
 };
-
-/// How decodeAttention runs `a` (operands already checked): the tensor-core
-/// fast path or the generic kernel, 64-head groups or 16, and the split
-/// count. The start-of-program L2 hint asks the same to find each split's
-/// first tiles.
-struct DecodeChoice {
-  bool fast = false;
-  bool many = false;
-  int splits = 1;
-};
-DecodeChoice chooseDecode(CudaContext &ctx, const DecodeAttentionArgs &a);
 
 /// Whether the 16-head kernel merges 2..kMaxClusterSplits splits inside a
 /// thread-block cluster instead of the workspace + combine kernel. Starts

@@ -317,23 +317,8 @@ __global__ void __launch_bounds__(kThreadsTc, 1)
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
   const int g = lane >> 2, q4 = lane & 3;
 
-  // The L2 hint for the kernels after this one: once this CTA has issued
-  // its last tile's loads (or has none), warp 0 asks for its share.
-  auto prefetchAfter = [&] {
-    if (warp != 0 || p.after.count == 0)
-      return;
-    const int64_t cta =
-        blockIdx.x + int64_t(gridDim.x) * (blockIdx.y + int64_t(gridDim.y) * blockIdx.z);
-    const int64_t ctas = int64_t(gridDim.x) * gridDim.y * gridDim.z;
-    prefetchShare(p.after, cta * 32 + lane, ctas * 32);
-  };
-  if (t0 >= t1)
-    prefetchAfter();
-
   for (int tile = t0; tile < t1; ++tile) {
     const int buf = (tile - t0) & 1;
-    if (tile == t1 - 1)
-      prefetchAfter();
     if (tile + 1 < t1)
       loadTile(tile + 1, buf ^ 1);
     cpCommit();
@@ -850,46 +835,6 @@ StatusOr<int> decodeMaxActiveClusters(int size) {
   return clusters;
 }
 
-DecodeChoice chooseDecode(CudaContext &ctx, const DecodeAttentionArgs &a) {
-  const KVCacheDesc &desc = a.cache.desc;
-  const int64_t B = a.q.sizes[0], H = a.q.sizes[1];
-  DecodeChoice choice;
-  const int64_t qes = int64_t(dtypeSize(a.q.dtype));
-  choice.fast =
-      a.q.dtype == DType::BF16 && desc.layout == CacheLayout::Plain &&
-      desc.dtype == DType::BF16 && desc.latentRank == kDv &&
-      desc.ropeDim == kD - kDv && H % kHeads == 0 &&
-      (desc.blockSize & (desc.blockSize - 1)) == 0 &&
-      reinterpret_cast<uintptr_t>(a.q.data) % 16 == 0 &&
-      (a.q.strides[0] * qes) % 16 == 0 && (a.q.strides[1] * qes) % 16 == 0 &&
-      reinterpret_cast<uintptr_t>(a.cache.data) % 16 == 0 &&
-      a.out.strides[2] == 1 && a.out.strides[1] % 2 == 0 &&
-      a.out.strides[0] % 2 == 0 &&
-      reinterpret_cast<uintptr_t>(a.out.data) % 8 == 0;
-  if (!choice.fast)
-    return choice;
-  const int64_t maxLen = a.blockTable.sizes[1] * desc.blockSize;
-  const int64_t maxTiles = std::max<int64_t>(1, (maxLen + kTile - 1) / kTile);
-  // H a multiple of 64: the many-heads kernel (DecodeManyHeads.cu, wgmma,
-  // 64 heads per CTA); MLART_DECODE_MANY=0 keeps the 16-head kernel.
-  // MLART_DECODE_MANY=force: whenever H allows (tests).
-  const int manyKnob = knobValue(Knob::DecodeMany);
-  // With few (sequence, 64-head) groups the 16-head kernel keeps more SMs
-  // busy (measured thresholds: preferManyHeads in DecodeCommon.h).
-  choice.many =
-      manyKnob != 0 && H % kManyHeads == 0 &&
-      (manyKnob == kDecodeManyForce ||
-       preferManyHeads(B * (H / kManyHeads), maxTiles));
-  choice.splits = a.numSplits > 0
-                   ? int(std::min<int64_t>(
-                         std::min<int64_t>(a.numSplits, maxTiles), kMaxSplits))
-               : choice.many ? decodeSplitHeuristicMany(ctx.smCount, B,
-                                                 H / kManyHeads, maxLen)
-                      : decodeSplitHeuristic(ctx.smCount, B, H / kHeads,
-                                             maxLen);
-  return choice;
-}
-
 Status decodeAttention(CudaContext &ctx, const DecodeAttentionArgs &a,
                        cudaStream_t stream) {
   using namespace mlart::cpu;
@@ -924,8 +869,18 @@ Status decodeAttention(CudaContext &ctx, const DecodeAttentionArgs &a,
     lock.lock();
     MLART_RETURN_IF_ERROR(resetRecord(ctx, stream));
   }
-  const DecodeChoice choice = chooseDecode(ctx, a);
-  const bool fast = choice.fast;
+  const int64_t qes = int64_t(dtypeSize(a.q.dtype));
+  const bool fast =
+      a.q.dtype == DType::BF16 && desc.layout == CacheLayout::Plain &&
+      desc.dtype == DType::BF16 && desc.latentRank == kDv &&
+      desc.ropeDim == kD - kDv && H % kHeads == 0 &&
+      (desc.blockSize & (desc.blockSize - 1)) == 0 &&
+      reinterpret_cast<uintptr_t>(a.q.data) % 16 == 0 &&
+      (a.q.strides[0] * qes) % 16 == 0 && (a.q.strides[1] * qes) % 16 == 0 &&
+      reinterpret_cast<uintptr_t>(a.cache.data) % 16 == 0 &&
+      a.out.strides[2] == 1 && a.out.strides[1] % 2 == 0 &&
+      a.out.strides[0] % 2 == 0 &&
+      reinterpret_cast<uintptr_t>(a.out.data) % 8 == 0;
   if (!fast) {
     GenericDecodeParams p;
     static_cast<DecodeIo &>(p) = decodeIo(ctx, a);
@@ -947,14 +902,26 @@ Status decodeAttention(CudaContext &ctx, const DecodeAttentionArgs &a,
   p.bsLog2 = 0;
   while ((int64_t(1) << p.bsLog2) < desc.blockSize)
     ++p.bsLog2;
-  const bool many = choice.many;
-  const int splits = choice.splits;
+  const int64_t maxLen = a.blockTable.sizes[1] * desc.blockSize;
+  const int64_t maxTiles = std::max<int64_t>(1, (maxLen + kTile - 1) / kTile);
+  // H a multiple of 64: the many-heads kernel (DecodeManyHeads.cu, wgmma,
+  // 64 heads per CTA); MLART_DECODE_MANY=0 keeps the 16-head kernel.
+  // MLART_DECODE_MANY=force: whenever H allows (tests).
+  const int manyKnob = knobValue(Knob::DecodeMany);
+  // With few (sequence, 64-head) groups the 16-head kernel keeps more SMs
+  // busy (measured thresholds: preferManyHeads in DecodeCommon.h).
+  const bool many =
+      manyKnob != 0 && H % kManyHeads == 0 &&
+      (manyKnob == kDecodeManyForce ||
+       preferManyHeads(B * (H / kManyHeads), maxTiles));
+  int splits = a.numSplits > 0
+                   ? int(std::min<int64_t>(
+                         std::min<int64_t>(a.numSplits, maxTiles), kMaxSplits))
+               : many ? decodeSplitHeuristicMany(ctx.smCount, B,
+                                                 H / kManyHeads, maxLen)
+                      : decodeSplitHeuristic(ctx.smCount, B, H / kHeads,
+                                             maxLen);
   p.splits = splits;
-  p.after = knobValue(Knob::L2Prefetch) == kL2PrefetchNoAfter
-                ? PrefetchSpans{}
-                : makePrefetchSpans(a.prefetchAfter,
-                                    std::clamp(a.numPrefetchAfter, 0,
-                                               kMaxPrefetchRanges));
   p.partOut = nullptr;
   p.partLse = nullptr;
   p.clusterMerge = 0;

@@ -24,10 +24,6 @@ constexpr KnobChoice kUpdateHints[] = {{"0", 0}, {"1", 1}, {"2", 2}};
 constexpr KnobChoice kUpdateKernels[] = {{"0", 0}, {"1", 1}, {"2", 2}};
 constexpr KnobChoice kUpdateStages[] = {
     {"1", 1}, {"2", 2}, {"3", 3}, {"4", 4}, {"6", 6}};
-constexpr KnobChoice kL2Prefetch[] = {{"0", 0}, {"1", 1}, {"2", 2}, {"3", 3}};
-/// 0: the executor's budget (PrefetchBudget::decodeKvBytes).
-constexpr KnobChoice kL2PrefetchKvMb[] = {
-    {"0", 0}, {"8", 8}, {"16", 16}, {"24", 24}, {"32", 32}, {"48", 48}};
 constexpr KnobChoice kManyVariant[] = {{"0", 0}, {"1", 1}, {"2", 2}};
 constexpr KnobChoice kSkinnyVariantChoices[] = {
     {"0", 0}, {"1", 1}, {"2", 2}, {"3", 3}, {"4", 4}};
@@ -62,8 +58,6 @@ constexpr KnobSpec kKnobs[kKnobCount] = {
     spec(Knob::UpdateEarly, "MLART_UPDATE_EARLY", 1, kOffOn),
     spec(Knob::UpdateHints, "MLART_UPDATE_HINTS", 1, kUpdateHints),
     spec(Knob::UpdateStages, "MLART_UPDATE_STAGES", 2, kUpdateStages),
-    spec(Knob::L2Prefetch, "MLART_L2_PREFETCH", 1, kL2Prefetch),
-    spec(Knob::L2PrefetchKvMb, "MLART_L2_PREFETCH_KV_MB", 0, kL2PrefetchKvMb),
 };
 
 constexpr bool inKnobOrder() {
@@ -80,8 +74,7 @@ constexpr int kNoOverride = INT_MIN;
 std::atomic<int> overrides[kKnobCount] = {
     kNoOverride, kNoOverride, kNoOverride, kNoOverride, kNoOverride,
     kNoOverride, kNoOverride, kNoOverride, kNoOverride, kNoOverride,
-    kNoOverride, kNoOverride, kNoOverride, kNoOverride, kNoOverride,
-    kNoOverride, kNoOverride};
+    kNoOverride, kNoOverride, kNoOverride, kNoOverride, kNoOverride};
 
 const KnobValues &environmentKnobs() {
   static const KnobValues values = [] {

@@ -34,14 +34,8 @@ enum class Knob : int {
   UpdateEarly,       ///< MLART_UPDATE_EARLY: first tile before the wait
   UpdateHints,       ///< MLART_UPDATE_HINTS: cache hints 0 / 1 / 2
   UpdateStages,      ///< MLART_UPDATE_STAGES: the bulk kernel's ring
-  L2Prefetch,        ///< MLART_L2_PREFETCH: the executor's L2 hints
-  L2PrefetchKvMb,    ///< MLART_L2_PREFETCH_KV_MB: their KV budget
 };
-constexpr int kKnobCount = 17;
-
-/// MLART_L2_PREFETCH's values: 0 off; 1 every hint; 2 no KV tiles at the
-/// start; 3 nothing after a decode (for A/B runs).
-constexpr int kL2PrefetchAll = 1, kL2PrefetchNoKv = 2, kL2PrefetchNoAfter = 3;
+constexpr int kKnobCount = 15;
 
 /// MLART_DECODE_MANY's value for "force"; 0 is off, 1 on (by shape), 2..6
 /// on with that timing variant of the cp.async kernel.

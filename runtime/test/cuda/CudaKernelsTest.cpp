@@ -1,7 +1,6 @@
 //===- CudaKernelsTest.cpp - Every CUDA kernel against the CPU reference --===//
 #include "CudaTestUtil.h"
 #include "cuda/DecodeCommon.h"
-#include "cuda/Knobs.h"
 
 #include <algorithm>
 #include <cstring>
@@ -1308,91 +1307,3 @@ TEST(CudaRopeCacheUpdate, OutOfPlaceQPeRefusesPartialOverlap) {
 }
 
 } // namespace
-
-// The executor's L2 hints (mlart/PrefetchPlan.h, L2Prefetch.cu): the start
-// hint (weights, then the decode's first tiles) and the decode's
-// prefetchAfter ranges change no bit of the decode's out and lse, eager and
-// in a graph, for split and unsplit decodes; unaligned ranges are rounded
-// inward; a hint over garbage step data (negative and huge lengths, block
-// ids outside the cache) is skipped, records no error and faults nothing.
-TEST(CudaL2Prefetch, HintsNeverChangeTheDecode) {
-  REQUIRE_GPU();
-  using cuda::Knob;
-  StatusOr<Stream> stream = dev->createStream();
-  ASSERT_TRUE(stream.ok());
-  StreamHandle st = stream->handle();
-  Arr weight = randomArr(dev, DType::BF16, {1536, 1024}); // 3 MB
-  const uint8_t *w = static_cast<const uint8_t *>(weight.d().data);
-  const size_t wBytes = size_t(weight.numel()) * 2;
-  for (int splits : {0, 1, 3}) {
-    const std::string tag = "splits " + std::to_string(splits);
-    DecodeInputs in(dev, DecodeCase{6, 32, 64, CacheLayout::Plain, DType::BF16,
-                                    DType::BF16, splits, 1500});
-    cuda::setKnobOverride(Knob::L2Prefetch, 0);
-    EXPECT_FALSE(dev->kernels().prefetchesL2());
-    ASSERT_TRUE(dev->kernels().decodeAttention(in.deviceArgs(), st).ok());
-    ASSERT_TRUE(dev->synchronize(st).ok());
-    const std::vector<uint8_t> out0 = in.out.down(dev), lse0 = in.lse.down(dev);
-    in.expectMatchesCpu(dev, "no hints, " + tag);
-
-    cuda::setKnobOverride(Knob::L2Prefetch, 1);
-    EXPECT_TRUE(dev->kernels().prefetchesL2());
-    DecodeAttentionArgs args = in.deviceArgs();
-    PrefetchL2Args hint;
-    hint.ranges[0] = {w, wBytes};
-    hint.ranges[1] = {w + 3, wBytes / 2 - 7}; // unaligned: rounded inward
-    hint.numRanges = 2;
-    hint.decode = &args;
-    hint.decodeBudgetBytes = size_t(1) << 20;
-    args.prefetchAfter[0] = {w + 5, wBytes - 5};
-    args.numPrefetchAfter = 1;
-    for (bool graph : {false, true}) {
-      in.out.poison();
-      in.lse.poison();
-      in.out.up(dev);
-      in.lse.up(dev);
-      ASSERT_TRUE(dev->synchronize().ok());
-      GraphHandle g = nullptr;
-      if (graph)
-        ASSERT_TRUE(dev->beginCapture(st).ok());
-      Status s = dev->kernels().prefetchL2(hint, st);
-      ASSERT_TRUE(s.ok()) << s.message();
-      s = dev->kernels().decodeAttention(args, st);
-      ASSERT_TRUE(s.ok()) << s.message();
-      if (graph) {
-        StatusOr<GraphHandle> made = dev->endCapture(st);
-        ASSERT_TRUE(made.ok()) << made.status().message();
-        g = *made;
-        ASSERT_TRUE(dev->launchGraph(g, st).ok());
-      }
-      ASSERT_TRUE(dev->synchronize(st).ok());
-      ASSERT_TRUE(dev->checkErrors(st).ok());
-      EXPECT_EQ(in.out.down(dev), out0) << tag << (graph ? ", graph" : "");
-      EXPECT_EQ(in.lse.down(dev), lse0) << tag << (graph ? ", graph" : "");
-      if (g)
-        dev->destroyGraph(g);
-    }
-  }
-
-  // Garbage step data: the hint skips it (the decode itself would report
-  // it; the hint must not).
-  DecodeInputs in(dev, DecodeCase{4, 16, 64, CacheLayout::Plain, DType::BF16,
-                                  DType::BF16, 2, 700});
-  in.len.setI32({-5, INT32_MAX, 300, 0});
-  in.len.up(dev);
-  std::vector<int32_t> table(size_t(in.tab.numel()), INT32_MAX);
-  table[0] = -7;
-  in.tab.setI32(table);
-  in.tab.up(dev);
-  DecodeAttentionArgs args = in.deviceArgs();
-  PrefetchL2Args hint;
-  hint.decode = &args;
-  hint.decodeBudgetBytes = size_t(64) << 20;
-  ASSERT_TRUE(dev->kernels().prefetchL2(hint, st).ok());
-  ASSERT_TRUE(dev->synchronize(st).ok());
-  EXPECT_TRUE(dev->checkErrors(st).ok());
-  hint.numRanges = kMaxPrefetchRanges + 1;
-  EXPECT_EQ(dev->kernels().prefetchL2(hint, st).code(),
-            StatusCode::InvalidArgument);
-  cuda::setKnobOverride(Knob::L2Prefetch, std::nullopt);
-}
