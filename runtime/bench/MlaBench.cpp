@@ -893,21 +893,7 @@ int main(int argc, char **argv) {
     Buffer lens = upload(std::vector<int32_t>(size_t(B), int32_t(L)));
     Buffer q = randomBf16(size_t(B * H * 576), rng), out = alloc(size_t(B * H * 512 * 2)),
            lse = alloc(size_t(B * H * 4));
-    // Heuristic and forced splits with the default pipeline, then the
-    // heuristic with each MLART_DECODE_PIPE (the 16-head kernel's tiles and
-    // ring depth; tagged rows).
-    struct Row { int splits, pipe; };
-    std::vector<Row> rows;
-    for (int splits : {0, 1, 2, 3, 4, 5, 6, 8})
-      rows.push_back({splits, -1});
-    for (int pipe : {0, 1, 2})
-      for (int splits : {0, 2, 4})
-        rows.push_back({splits, pipe});
-    for (Row row : rows) {
-      const int splits = row.splits;
-      mlart::cuda::setKnobOverride(mlart::cuda::Knob::DecodePipe,
-                                   row.pipe < 0 ? std::nullopt
-                                                : std::optional<int>(row.pipe));
+    for (int splits : {0, 1, 2, 3, 4, 5, 6, 8}) {
       DecodeAttentionArgs a;
       a.q = ten(q.data(), DType::BF16, {B, H, 576});
       a.cache = cache;
@@ -921,12 +907,9 @@ int main(int argc, char **argv) {
       double call = timeMs(fn, 20);
       double ms = graphMs(fn, 10, 10);
       const double bytes = double(B) * L * 1152 + double(B) * H * (576 + 512) * 2;
-      add(row.pipe < 0 ? std::string("decode step-shape")
-                       : "decode step-shape pipe=" + std::to_string(row.pipe),
-          "B=64 L=4096 s=" + std::to_string(splits), ms, bytes,
+      add("decode step-shape", "B=64 L=4096 s=" + std::to_string(splits), ms, bytes,
           2.0 * B * H * L * (576 + 512), call);
     }
-    mlart::cuda::setKnobOverride(mlart::cuda::Knob::DecodePipe, std::nullopt);
   }
 
   // Decode attention.

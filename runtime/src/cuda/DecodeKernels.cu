@@ -74,25 +74,13 @@ __device__ __forceinline__ float warpSum(float v) {
 // --- Fast path: tensor-core split-KV decode. ---------------------------------
 constexpr int kHeads = 16, kThreadsTc = 128;
 constexpr int kRowEl = kD + 8; // padded smem row (1168 bytes): no bank conflicts
+constexpr int kPRow = kTile + 8;
 constexpr int kChunksPerRow = kD * 2 / 16; // 72
 constexpr int kKSteps = kD / 16 / 4;        // 9 k-steps of S per warp
-
-/// Shared-memory geometry of the 16-head kernel with T-token tiles in a
-/// ring of St stages: Q, the KV ring, P (bf16, rows padded), the row max /
-/// sum exchange and the four warps' partial scores (f32, rows padded).
-template <int T, int St> struct TcGeom {
-  static constexpr int kPRow = T + 8;
-  static constexpr int kSRow = T + 8;
-  static constexpr size_t kSmem =
-      size_t(kHeads * kRowEl + St * T * kRowEl + kHeads * kPRow) * 2 +
-      2 * 4 * kHeads * sizeof(float) +
-      size_t(4 * kHeads * kSRow) * sizeof(float);
-};
-// The pipelines MLART_DECODE_PIPE picks (tcVariant): 64-token tiles
-// double-buffered (one tile in flight while one is multiplied), or 32-token
-// tiles in a 4- or 5-stage ring (up to 3 or 4 half-tiles, 112 or 150 KB, in
-// flight per SM).
-static_assert(TcGeom<32, 5>::kSmem <= 227 * 1024, "fits one SM");
+constexpr int kSRow = kTile + 8;            // padded f32 row of partial S
+constexpr size_t kSmemTc =
+    size_t(kHeads * kRowEl + 2 * kTile * kRowEl + kHeads * kPRow) * 2 +
+    2 * 4 * kHeads * sizeof(float) + size_t(4 * kHeads * kSRow) * sizeof(float);
 
 
 __device__ __forceinline__ uint32_t smemAddr(const void *p) {
@@ -146,12 +134,11 @@ __device__ __forceinline__ int seqLenChecked(const DecodeParams &p, int b) {
 // padded so the epilogue's float2 stores are conflict-free) and its 16 LSEs
 // go to its KV staging buffers, free once the tile loop is done.
 constexpr int kPartRow = kDv + 8;
-// Checked for the smallest geometry (32-token tiles, 4 stages).
 static_assert(size_t(kHeads * kPartRow + kHeads) * sizeof(float) <=
-                  size_t(4 * 32 * kRowEl) * 2,
+                  size_t(2 * kTile * kRowEl) * 2,
               "the partial fits in the KV staging buffers");
 static_assert(size_t(2 * kMaxClusterSplits * kHeads + kHeads) <=
-                  size_t(4 * kHeads * TcGeom<32, 4>::kSRow),
+                  size_t(4 * kHeads * kSRow),
               "the merge weights fit in the partial-score buffer");
 
 /// Writes this CTA's partial into its shared memory, waits for the whole
@@ -261,24 +248,14 @@ clusterMergeEpilogue(const DecodeParams &p, const float (&o)[16][4],
   cluster.sync(); // no CTA exits while another reads its shared memory
 }
 
-/// kT-token tiles through a kSt-stage cp.async ring: tile t + kSt - 1 is
-/// issued before tile t is multiplied, so kSt - 1 tiles are in flight.
-template <bool kSplitK, int kT, int kSt>
+template <bool kSplitK>
 __global__ void __launch_bounds__(kThreadsTc, 1)
     decodeTcKernel(DecodeParams p) {
-  static_assert(kT == 64 || (kT == 32 && kSplitK),
-                "32-token tiles need S split by the reduction dimension");
-  static_assert(kSt >= 2, "a ring of at least two stages");
-  using Geom = TcGeom<kT, kSt>;
-  constexpr int kPRow = Geom::kPRow, kSRow = Geom::kSRow;
-  // Rows a warp copies, columns of S a warp owns after the reduction (in
-  // 8-column mma n-blocks), 16-token k-steps of P V.
-  constexpr int kRowsPerWarp = kT / 4, kN = kT / 4 / 8, kPvSteps = kT / 16;
   pdlPrologue();
   extern __shared__ __align__(16) uint8_t smem[];
   uint16_t *Qs = reinterpret_cast<uint16_t *>(smem);
   uint16_t *Ks = Qs + kHeads * kRowEl;
-  uint16_t *Ps = Ks + kSt * kT * kRowEl;
+  uint16_t *Ps = Ks + 2 * kTile * kRowEl;
   float *redMax = reinterpret_cast<float *>(Ps + kHeads * kPRow);
   float *redSum = redMax + 4 * kHeads;
   float *Sred = redSum + 4 * kHeads; // [4 warps][16][kSRow] partial scores
@@ -288,29 +265,28 @@ __global__ void __launch_bounds__(kThreadsTc, 1)
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int lenRaw = seqLenChecked(p, b);
   const int len = lenRaw < 0 ? 0 : lenRaw;
-  const int tiles = (len + kT - 1) / kT;
+  const int tiles = (len + kTile - 1) / kTile;
   const int perSplit = (tiles + p.splits - 1) / p.splits;
   const int t0 = split * perSplit;
   const int t1 = min(tiles, t0 + perSplit);
 
-  // Warp w copies rows w*R..w*R+R-1 of a tile (R = kT / 4): lane l % R
-  // resolves the page of one row (block sizes are powers of two: shifts,
-  // no division), the row pointers are then broadcast and each row is
-  // copied as 72 16-byte chunks by the 32 lanes (coalesced, 512 contiguous
-  // bytes a step).
+  // Warp w copies rows 16w..16w+15 of a tile: lane (l & 15) resolves the
+  // page of one row (block sizes are powers of two: shifts, no division),
+  // the row pointers are then broadcast and each row is copied as 72
+  // 16-byte chunks by the 32 lanes (coalesced, 512 contiguous bytes a step).
   auto loadTile = [&](int tile, int buf) {
-    uint16_t *dst = Ks + buf * kT * kRowEl + warp * kRowsPerWarp * kRowEl;
-    const int pos = tile * kT + warp * kRowsPerWarp + (lane % kRowsPerWarp);
+    uint16_t *dst = Ks + buf * kTile * kRowEl + warp * 16 * kRowEl;
+    const int pos = tile * kTile + warp * 16 + (lane & 15);
     const uint8_t *myRow = nullptr;
     if (pos < len) {
       const int64_t id = p.c.table[b * p.c.tableS0 + int64_t(pos >> p.bsLog2) * p.c.tableS1];
       if (id >= 0 && id < p.c.numBlocks)
         myRow = p.c.data + ((id << p.bsLog2) + (pos & (p.c.blockSize - 1))) * int64_t(kD * 2);
-      else if (lane < kRowsPerWarp)
+      else if (lane < 16)
         atomicMin(&p.rec->badSeqIndex, b);
     }
 #pragma unroll 4
-    for (int rr = 0; rr < kRowsPerWarp; ++rr) {
+    for (int rr = 0; rr < 16; ++rr) {
       const uint8_t *row = reinterpret_cast<const uint8_t *>(
           __shfl_sync(0xffffffffu, reinterpret_cast<unsigned long long>(myRow), rr));
       uint16_t *d = dst + rr * kRowEl;
@@ -333,13 +309,6 @@ __global__ void __launch_bounds__(kThreadsTc, 1)
     loadTile(t0, 0);
   }
   cpCommit();
-  // The rest of the ring's first fill: one commit group a stage.
-#pragma unroll
-  for (int j = 1; j < kSt - 1; ++j) {
-    if (t0 + j < t1)
-      loadTile(t0 + j, j);
-    cpCommit();
-  }
 
   float o[16][4];
 #pragma unroll
@@ -349,24 +318,19 @@ __global__ void __launch_bounds__(kThreadsTc, 1)
   const int g = lane >> 2, q4 = lane & 3;
 
   for (int tile = t0; tile < t1; ++tile) {
-    const int buf = (tile - t0) % kSt;
-    // The stage multiplied in the previous iteration (the barrier at its
-    // end freed it) takes the tile kSt - 1 ahead.
-    if (tile + kSt - 1 < t1)
-      loadTile(tile + kSt - 1, (tile - t0 + kSt - 1) % kSt);
+    const int buf = (tile - t0) & 1;
+    if (tile + 1 < t1)
+      loadTile(tile + 1, buf ^ 1);
     cpCommit();
-    cpWait<kSt - 1>();
+    cpWait<1>();
     __syncthreads();
-    const uint16_t *K = Ks + buf * kT * kRowEl;
+    const uint16_t *K = Ks + buf * kTile * kRowEl;
 
-    float s[kN][4];
-#pragma unroll
-    for (int n = 0; n < kN; ++n)
-      s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
+    float s[2][4] = {{0, 0, 0, 0}, {0, 0, 0, 0}};
     if constexpr (kSplitK) {
     // S = Q K^T, split over the 576-wide reduction: warp w multiplies its
     // 144 dims (Q fragments held in registers for the whole kernel) for all
-    // kT tokens; partial sums meet in shared memory.
+    // 64 tokens; partial sums meet in shared memory.
     if (tile == t0) {
 #pragma unroll
       for (int k = 0; k < kKSteps; ++k)
@@ -374,9 +338,9 @@ __global__ void __launch_bounds__(kThreadsTc, 1)
                          (lane >> 4) * 8);
     }
     {
-      float acc[kT / 16][2][4];
+      float acc[4][2][4];
 #pragma unroll
-      for (int j = 0; j < kT / 16; ++j)
+      for (int j = 0; j < 4; ++j)
 #pragma unroll
         for (int n = 0; n < 2; ++n)
           acc[j][n][0] = acc[j][n][1] = acc[j][n][2] = acc[j][n][3] = 0.0f;
@@ -385,7 +349,7 @@ __global__ void __launch_bounds__(kThreadsTc, 1)
 #pragma unroll
       for (int k = 0; k < kKSteps; ++k)
 #pragma unroll
-        for (int j = 0; j < kT / 16; ++j) {
+        for (int j = 0; j < 4; ++j) {
           uint32_t bb[4];
           ldsm4(bb, kBase + j * 16 * kRowEl + k * 16);
           mma16816(acc[j][0], qf[k], bb[0], bb[1]);
@@ -393,7 +357,7 @@ __global__ void __launch_bounds__(kThreadsTc, 1)
         }
       float *mine = Sred + warp * kHeads * kSRow;
 #pragma unroll
-      for (int j = 0; j < kT / 16; ++j)
+      for (int j = 0; j < 4; ++j)
 #pragma unroll
         for (int n = 0; n < 2; ++n) {
           const int col = j * 16 + n * 8 + q4 * 2;
@@ -405,8 +369,8 @@ __global__ void __launch_bounds__(kThreadsTc, 1)
     }
     __syncthreads();
 #pragma unroll
-    for (int n = 0; n < kN; ++n) {
-      const int col = warp * (kT / 4) + n * 8 + q4 * 2;
+    for (int n = 0; n < 2; ++n) {
+      const int col = warp * 16 + n * 8 + q4 * 2;
       float2 lo = make_float2(0.0f, 0.0f), hi = make_float2(0.0f, 0.0f);
 #pragma unroll
       for (int w = 0; w < 4; ++w) {
@@ -451,11 +415,11 @@ __global__ void __launch_bounds__(kThreadsTc, 1)
     // Mask, scale, row max.
     float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
-    for (int n = 0; n < kN; ++n)
+    for (int n = 0; n < 2; ++n)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        const int col = warp * (kT / 4) + n * 8 + q4 * 2 + (e & 1);
-        const int64_t pos = int64_t(tile) * kT + col;
+        const int col = warp * 16 + n * 8 + q4 * 2 + (e & 1);
+        const int64_t pos = int64_t(tile) * kTile + col;
         float v = pos < len ? s[n][e] * p.scaleLog2 : -INFINITY;
         s[n][e] = v;
         mx[e >> 1] = fmaxf(mx[e >> 1], v);
@@ -483,12 +447,12 @@ __global__ void __launch_bounds__(kThreadsTc, 1)
     }
     float sum[2] = {0.0f, 0.0f};
 #pragma unroll
-    for (int n = 0; n < kN; ++n) {
+    for (int n = 0; n < 2; ++n) {
       const float p0 = exp2f(s[n][0] - base[0]), p1 = exp2f(s[n][1] - base[0]);
       const float p2 = exp2f(s[n][2] - base[1]), p3 = exp2f(s[n][3] - base[1]);
       sum[0] += p0 + p1;
       sum[1] += p2 + p3;
-      const int col = warp * (kT / 4) + n * 8 + q4 * 2;
+      const int col = warp * 16 + n * 8 + q4 * 2;
       *reinterpret_cast<uint32_t *>(Ps + g * kPRow + col) = packBf16(p0, p1);
       *reinterpret_cast<uint32_t *>(Ps + (g + 8) * kPRow + col) =
           packBf16(p2, p3);
@@ -521,7 +485,7 @@ __global__ void __launch_bounds__(kThreadsTc, 1)
     }
     // O += P V for channels 128*warp .. +127.
 #pragma unroll
-    for (int kk = 0; kk < kPvSteps; ++kk) {
+    for (int kk = 0; kk < kTile / 16; ++kk) {
       uint32_t a[4];
       ldsm4(a, Ps + (lane & 15) * kPRow + kk * 16 + (lane >> 4) * 8);
 #pragma unroll
@@ -778,35 +742,19 @@ std::atomic<uint64_t> &clusterLaunches() {
 
 using TcKernel = void (*)(DecodeParams);
 
-/// The 16-head kernel in use and its shared memory: MLART_DECODE_VARIANT=0
-/// selects the first tensor-core variant (S split by tokens, 64-token
-/// tiles); the default splits S by the reduction dimension, with the
-/// pipeline MLART_DECODE_PIPE picks (0: 64-token tiles, two stages; 1 and 2:
-/// 32-token tiles, four and five stages). `index` numbers the four.
-struct TcVariant {
-  TcKernel kernel;
-  size_t smem;
-  int index;
-};
-constexpr int kTcVariants = 4;
-TcVariant tcVariant() {
-  if (knobValue(Knob::DecodeVariant) == 0)
-    return {decodeTcKernel<false, 64, 2>, TcGeom<64, 2>::kSmem, 0};
-  switch (knobValue(Knob::DecodePipe)) {
-  case 1:
-    return {decodeTcKernel<true, 32, 4>, TcGeom<32, 4>::kSmem, 2};
-  case 2:
-    return {decodeTcKernel<true, 32, 5>, TcGeom<32, 5>::kSmem, 3};
-  default:
-    return {decodeTcKernel<true, 64, 2>, TcGeom<64, 2>::kSmem, 1};
-  }
+/// The 16-head kernel in use: MLART_DECODE_VARIANT=0 selects the first
+/// tensor-core variant (S split by tokens); the default splits S by the
+/// reduction dimension.
+bool tcSplitK() { return knobValue(Knob::DecodeVariant) != 0; }
+TcKernel tcKernel(bool splitK) {
+  return splitK ? decodeTcKernel<true> : decodeTcKernel<false>;
 }
 
 /// Raises the kernel's shared-memory limit; the shape of a grid, without
 /// a cluster.
-StatusOr<LaunchShape> tcLaunchShape(const TcVariant &v, dim3 grid) {
-  MLART_RETURN_IF_ERROR(allowDynamicSmem(v.kernel, v.smem, "decodeTcKernel"));
-  return LaunchShape{grid, dim3(kThreadsTc), v.smem, 1};
+StatusOr<LaunchShape> tcLaunchShape(TcKernel kernel, dim3 grid) {
+  MLART_RETURN_IF_ERROR(allowDynamicSmem(kernel, kSmemTc, "decodeTcKernel"));
+  return LaunchShape{grid, dim3(kThreadsTc), kSmemTc, 1};
 }
 
 /// cudaOccupancyMaxActiveClusters of `kernel` launched as `shape` on
@@ -825,14 +773,13 @@ Status maxActiveClusters(TcKernel kernel, LaunchShape shape,
 /// How many clusters of `size` (2..kMaxClusterSplits) CTAs of the kernel,
 /// launched as `shape`, the device holds at once; asked once per device (up
 /// to kCachedDevices), kernel variant and size.
-Status clusterCapacity(int ordinal, const TcVariant &v, const LaunchShape &shape,
+Status clusterCapacity(int ordinal, bool splitK, const LaunchShape &shape,
                        cudaStream_t stream, int size, int *capacity) {
   constexpr int kCachedDevices = 64;
   // capacity + 1; 0: not asked yet.
-  static std::atomic<int>
-      known[kCachedDevices][kTcVariants][kMaxClusterSplits + 1];
+  static std::atomic<int> known[kCachedDevices][2][kMaxClusterSplits + 1];
   std::atomic<int> *slot = ordinal >= 0 && ordinal < kCachedDevices
-                               ? &known[ordinal][v.index][size]
+                               ? &known[ordinal][splitK][size]
                                : nullptr;
   if (slot) {
     const int k = slot->load(std::memory_order_relaxed);
@@ -842,7 +789,7 @@ Status clusterCapacity(int ordinal, const TcVariant &v, const LaunchShape &shape
     }
   }
   MLART_RETURN_IF_ERROR(
-      maxActiveClusters(v.kernel, shape, stream, size, capacity));
+      maxActiveClusters(tcKernel(splitK), shape, stream, size, capacity));
   if (slot)
     slot->store(*capacity + 1, std::memory_order_relaxed);
   return Status::success();
@@ -879,12 +826,12 @@ StatusOr<int> decodeMaxActiveClusters(int size) {
   if (size < 1 || size > kMaxClusterSplits)
     return invalidArgument("cluster size must be 1.." +
                            std::to_string(kMaxClusterSplits));
-  const TcVariant v = tcVariant();
+  const TcKernel kernel = tcKernel(tcSplitK());
   MLART_ASSIGN_OR_RETURN(const LaunchShape shape,
-                         tcLaunchShape(v, dim3(unsigned(size))));
+                         tcLaunchShape(kernel, dim3(unsigned(size))));
   int clusters = 0;
   MLART_RETURN_IF_ERROR(
-      maxActiveClusters(v.kernel, shape, nullptr, size, &clusters));
+      maxActiveClusters(kernel, shape, nullptr, size, &clusters));
   return clusters;
 }
 
@@ -982,18 +929,19 @@ Status decodeAttention(CudaContext &ctx, const DecodeAttentionArgs &a,
   // The 16-head kernel's launch: with 2..kMaxClusterSplits splits the CTAs
   // of a (sequence, head group) form one cluster along x (grid.x = splits)
   // and merge in the kernel, when the device can place such clusters.
-  const TcVariant variant = tcVariant();
+  const bool splitK = tcSplitK();
+  const TcKernel kernel = tcKernel(splitK);
   LaunchShape shape;
   if (!many) {
     MLART_ASSIGN_OR_RETURN(
         shape,
-        tcLaunchShape(variant, dim3(unsigned(splits), unsigned(B),
+        tcLaunchShape(kernel, dim3(unsigned(splits), unsigned(B),
                                    unsigned(H / kHeads))));
     bool fits = false;
     if (splits >= 2 && splits <= kMaxClusterSplits &&
         knobValue(Knob::DecodeCluster) != 0) {
       int capacity = 0;
-      MLART_RETURN_IF_ERROR(clusterCapacity(ctx.ordinal, variant, shape,
+      MLART_RETURN_IF_ERROR(clusterCapacity(ctx.ordinal, splitK, shape,
                                             stream, splits, &capacity));
       fits = clusterMergeKeepsWaves(int64_t(splits) * B * (H / kHeads),
                                     splits, capacity, ctx.smCount);
@@ -1020,7 +968,7 @@ Status decodeAttention(CudaContext &ctx, const DecodeAttentionArgs &a,
   } else {
     // The kernel begins with pdlPrologue().
     MLART_RETURN_IF_ERROR(
-        launchKernel("decodeTcKernel", variant.kernel, shape, stream, p));
+        launchKernel("decodeTcKernel", kernel, shape, stream, p));
     if (p.clusterMerge)
       clusterLaunches().fetch_add(1, std::memory_order_relaxed);
   }

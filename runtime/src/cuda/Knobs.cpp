@@ -24,8 +24,6 @@ constexpr KnobChoice kUpdateHints[] = {{"0", 0}, {"1", 1}, {"2", 2}};
 constexpr KnobChoice kUpdateKernels[] = {{"0", 0}, {"1", 1}, {"2", 2}};
 constexpr KnobChoice kUpdateStages[] = {
     {"1", 1}, {"2", 2}, {"3", 3}, {"4", 4}, {"6", 6}};
-/// 0: 64-token tiles, 2 stages; 1: 32-token tiles, 4 stages; 2: 32, 5.
-constexpr KnobChoice kDecodePipe[] = {{"0", 0}, {"1", 1}, {"2", 2}};
 constexpr KnobChoice kManyVariant[] = {{"0", 0}, {"1", 1}, {"2", 2}};
 constexpr KnobChoice kSkinnyVariantChoices[] = {
     {"0", 0}, {"1", 1}, {"2", 2}, {"3", 3}, {"4", 4}};
@@ -60,7 +58,6 @@ constexpr KnobSpec kKnobs[kKnobCount] = {
     spec(Knob::UpdateEarly, "MLART_UPDATE_EARLY", 1, kOffOn),
     spec(Knob::UpdateHints, "MLART_UPDATE_HINTS", 1, kUpdateHints),
     spec(Knob::UpdateStages, "MLART_UPDATE_STAGES", 2, kUpdateStages),
-    spec(Knob::DecodePipe, "MLART_DECODE_PIPE", 0, kDecodePipe),
 };
 
 constexpr bool inKnobOrder() {
@@ -77,8 +74,7 @@ constexpr int kNoOverride = INT_MIN;
 std::atomic<int> overrides[kKnobCount] = {
     kNoOverride, kNoOverride, kNoOverride, kNoOverride, kNoOverride,
     kNoOverride, kNoOverride, kNoOverride, kNoOverride, kNoOverride,
-    kNoOverride, kNoOverride, kNoOverride, kNoOverride, kNoOverride,
-    kNoOverride};
+    kNoOverride, kNoOverride, kNoOverride, kNoOverride, kNoOverride};
 
 const KnobValues &environmentKnobs() {
   static const KnobValues values = [] {

@@ -1,7 +1,6 @@
 //===- CudaKernelsTest.cpp - Every CUDA kernel against the CPU reference --===//
 #include "CudaTestUtil.h"
 #include "cuda/DecodeCommon.h"
-#include "cuda/Knobs.h"
 
 #include <algorithm>
 #include <cstring>
@@ -620,55 +619,6 @@ INSTANTIATE_TEST_SUITE_P(
         DecodeCase{3, 16, 32, CacheLayout::Plain, DType::BF16, DType::F32, 0, 150},
         DecodeCase{2, 3, 16, CacheLayout::Fp8DsMla, DType::BF16, DType::BF16, 0, 100},
         DecodeCase{2, 4, 64, CacheLayout::Fp8PerTensor, DType::BF16, DType::F32, 0, 130}));
-
-// Every pipeline of the 16-head kernel (MLART_DECODE_PIPE: 64-token tiles
-// double-buffered; 32-token tiles in a 4- and a 5-stage ring) against the
-// CPU: fewer tiles than stages, lengths at tile edges, block sizes 16..128
-// (a 32-token tile inside a block, or spanning two), one split, the
-// cluster merge, more splits than a cluster (workspace + combine), two
-// head groups, eager and replayed in a graph with new data.
-TEST(CudaDecodePipes, EveryPipeMatchesCpu) {
-  REQUIRE_GPU();
-  StatusOr<Stream> stream = dev->createStream();
-  ASSERT_TRUE(stream.ok());
-  StreamHandle st = stream->handle();
-  const DecodeCase cases[] = {
-      {4, 16, 16, CacheLayout::Plain, DType::BF16, DType::BF16, 0, 1000},
-      {3, 16, 32, CacheLayout::Plain, DType::BF16, DType::BF16, 1, 300},
-      {5, 32, 64, CacheLayout::Plain, DType::BF16, DType::BF16, 3, 777},
-      {9, 16, 64, CacheLayout::Plain, DType::BF16, DType::BF16, 0, 200, 1},
-      {2, 16, 128, CacheLayout::Plain, DType::BF16, DType::BF16, 2, 2048},
-      {1, 16, 64, CacheLayout::Plain, DType::BF16, DType::BF16, 0, 40},
-      {3, 16, 64, CacheLayout::Plain, DType::BF16, DType::BF16, 12, 3000},
-      {2, 16, 64, CacheLayout::Plain, DType::BF16, DType::F32, 2, 333}};
-  for (int pipe : {0, 1, 2}) {
-    cuda::setKnobOverride(cuda::Knob::DecodePipe, pipe);
-    for (const DecodeCase &c : cases) {
-      const std::string tag = "pipe " + std::to_string(pipe) + ", B=" +
-                              std::to_string(c.B) + " H=" +
-                              std::to_string(c.H) + " bs=" +
-                              std::to_string(c.blockSize) + " splits=" +
-                              std::to_string(c.numSplits);
-      DecodeInputs in(dev, c);
-      Status s = dev->kernels().decodeAttention(in.deviceArgs(), st);
-      ASSERT_TRUE(s.ok()) << tag << ": " << s.message();
-      ASSERT_TRUE(dev->synchronize(st).ok());
-      in.expectMatchesCpu(dev, "eager, " + tag);
-      ASSERT_TRUE(dev->beginCapture(st).ok());
-      s = dev->kernels().decodeAttention(in.deviceArgs(), st);
-      StatusOr<GraphHandle> graph = dev->endCapture(st);
-      ASSERT_TRUE(s.ok()) << tag << ": " << s.message();
-      ASSERT_TRUE(graph.ok()) << graph.status().message();
-      in.refill(dev);
-      ASSERT_TRUE(dev->synchronize().ok());
-      ASSERT_TRUE(dev->launchGraph(*graph, st).ok());
-      ASSERT_TRUE(dev->synchronize(st).ok());
-      in.expectMatchesCpu(dev, "replay, " + tag);
-      dev->destroyGraph(*graph);
-    }
-  }
-  cuda::setKnobOverride(cuda::Knob::DecodePipe, std::nullopt);
-}
 
 TEST(CudaDecodeErrors, BadSeqLenIsReported) {
   REQUIRE_GPU();
