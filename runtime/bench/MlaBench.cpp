@@ -19,7 +19,6 @@
 #include "StepBench.h"
 #include "StepTimeline.h"
 #include "cuda/CacheCopyKernel.h"
-#include "cuda/BlasLt.h"
 #include "cuda/Knobs.h"
 #include "cuda/SkinnyGemmPlan.h"
 
@@ -292,8 +291,6 @@ void benchStepGemms(const KernelLibrary &k, std::mt19937 &rng) {
       warmMs += ms;
     }
     add("step gemms sum [cublas L2-warm]", "5 projections", warmMs, sumBytes, 0);
-    std::printf("(cuBLASLt split-K autotune candidates so far: %llu)\n",
-                (unsigned long long)mlart::cuda::blasLtSplitKCandidateCount());
   }
   mlart::cuda::setKnobOverride(mlart::cuda::Knob::SkinnyGemm, std::nullopt);
   mlart::cuda::setKnobOverride(mlart::cuda::Knob::SkinnyVariant, std::nullopt);

@@ -25,8 +25,7 @@ constexpr Knob kAll[] = {Knob::Pdl,        Knob::DecodeCluster,
                          Knob::SkinnyVariant, Knob::GemmLt, Knob::GemmAutotune,
                          Knob::UpdateKernel, Knob::UpdateUnroll,
                          Knob::UpdateCtasPerSm, Knob::UpdateEarly,
-                         Knob::UpdateHints, Knob::UpdateStages,
-                         Knob::GemmSplitK};
+                         Knob::UpdateHints, Knob::UpdateStages};
 static_assert(std::size(kAll) == kKnobCount);
 
 /// The documented defaults (docs/cuda.md, "Environment knobs").
@@ -38,8 +37,7 @@ const std::map<std::string, int> kDefaults = {
     {"MLART_GEMM_LT", 1}, {"MLART_GEMM_AUTOTUNE", 1},
     {"MLART_UPDATE_KERNEL", 2}, {"MLART_UPDATE_UNROLL", 8},
     {"MLART_UPDATE_CTAS_PER_SM", 0}, {"MLART_UPDATE_EARLY", 1},
-    {"MLART_UPDATE_HINTS", 1}, {"MLART_UPDATE_STAGES", 2},
-    {"MLART_GEMM_SPLITK", 1}};
+    {"MLART_UPDATE_HINTS", 1}, {"MLART_UPDATE_STAGES", 2}};
 
 TEST(Knobs, TableNamesAndDefaults) {
   for (Knob k : kAll) {

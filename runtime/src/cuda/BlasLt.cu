@@ -14,15 +14,8 @@ namespace mlart::cuda {
 namespace {
 /// Heuristic candidates kept per shape (the autotune's N).
 constexpr int kCandidates = 8;
-/// Timed runs per candidate and round when autotuning (after one warm-up
-/// run); a candidate's time is its best round, so one noisy round (another
-/// process, a clock change) does not decide the pick.
-constexpr int kTimedRuns = 10;
-constexpr int kRounds = 3;
-/// Split-K factors tried per heuristic algorithm, and the most candidates
-/// a plan keeps in all (bounds the autotune's time).
-constexpr int32_t kSplitKFactors[] = {2, 3, 4, 6, 8, 16};
-constexpr size_t kMaxCandidates = 64;
+/// Timed runs per candidate when autotuning (after one warm-up run).
+constexpr int kTimedRuns = 5;
 
 Status ltError(cublasStatus_t st, const std::string &what) {
   return internalError(what + " failed with cuBLAS status " +
@@ -64,13 +57,12 @@ int64_t leading(const TensorRef &t, int64_t rows) {
                          : t.strides[0];
 }
 
-std::atomic<uint64_t> gPlans{0}, gAutotunes{0}, gLaunches{0}, gSplitK{0};
+std::atomic<uint64_t> gPlans{0}, gAutotunes{0}, gLaunches{0};
 
 } // namespace
 
 bool ltForPlainLinear() { return knobValue(Knob::GemmLt) == 1; }
 bool gemmAutotuneEnabled() { return knobValue(Knob::GemmAutotune) == 1; }
-bool gemmSplitKEnabled() { return knobValue(Knob::GemmSplitK) == 1; }
 
 BlasLt::~BlasLt() {
   for (auto &entry : plans_)
@@ -117,10 +109,6 @@ Status BlasLt::load() {
       !loadSymbol(lib_, "cublasLtMatmulAlgoGetHeuristic", heuristic_) ||
       !loadSymbol(lib_, "cublasLtMatmul", matmul_))
     return loadStatus_ = unavailable("cuBLASLt lacks an expected entry point");
-  if (!loadSymbol(lib_, "cublasLtMatmulAlgoConfigSetAttribute", configSet_) ||
-      !loadSymbol(lib_, "cublasLtMatmulAlgoConfigGetAttribute", configGet_) ||
-      !loadSymbol(lib_, "cublasLtMatmulAlgoCheck", algoCheck_))
-    configSet_ = nullptr; // no split-K candidates
   cublasStatus_t st = create_(&handle_);
   if (st != CUBLAS_STATUS_SUCCESS)
     return loadStatus_ = unavailable("cublasLtCreate failed with status " +
@@ -186,9 +174,6 @@ StatusOr<BlasLt::Plan *> BlasLt::plan(const Key &key, cudaDataType type) {
       return unimplemented("cuBLASLt has no algorithm for linear m=" +
                            std::to_string(m) + " n=" + std::to_string(n) +
                            " k=" + std::to_string(k));
-    // Only an autotune can pick them; untuned calls use the first.
-    if (gemmAutotuneEnabled() && gemmSplitKEnabled())
-      addSplitKCandidates(p);
     return Status::success();
   };
   // Descriptor and heuristic calls are host work; should the first call of
@@ -206,36 +191,6 @@ StatusOr<BlasLt::Plan *> BlasLt::plan(const Key &key, cudaDataType type) {
   }
   gPlans.fetch_add(1, std::memory_order_relaxed);
   return &plans_.emplace(key, std::move(p)).first->second;
-}
-
-void BlasLt::addSplitKCandidates(Plan &p) {
-  if (!configSet_)
-    return;
-  const size_t heuristicCount = p.algos.size();
-  for (size_t i = 0; i < heuristicCount; ++i) {
-    int32_t current = 1;
-    size_t written = 0;
-    if (configGet_(&p.algos[i].algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &current,
-                   sizeof(current), &written) != CUBLAS_STATUS_SUCCESS)
-      continue;
-    for (int32_t factor : kSplitKFactors) {
-      if (factor == current || p.algos.size() >= kMaxCandidates)
-        continue;
-      cublasLtMatmulHeuristicResult_t r = p.algos[i];
-      if (configSet_(&r.algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &factor,
-                     sizeof(factor)) != CUBLAS_STATUS_SUCCESS)
-        continue;
-      cublasLtMatmulHeuristicResult_t checked{};
-      if (algoCheck_(handle_, p.desc, p.a, p.b, p.c, p.d, &r.algo, &checked) !=
-              CUBLAS_STATUS_SUCCESS ||
-          checked.state != CUBLAS_STATUS_SUCCESS ||
-          checked.workspaceSize > kBlasWorkspaceBytes)
-        continue;
-      checked.algo = r.algo;
-      p.algos.push_back(checked);
-      gSplitK.fetch_add(1, std::memory_order_relaxed);
-    }
-  }
 }
 
 Status BlasLt::run(const Plan &p, size_t algo, cudaStream_t stream,
@@ -273,30 +228,25 @@ Status BlasLt::autotune(Plan &p, cudaStream_t stream, const LinearArgs &a,
     return Status::success();
   };
   Status result = Status::success();
-  // Per candidate its best round; -1: did not run.
-  std::vector<float> best(p.algos.size(), -1.0f);
-  for (int round = 0; round < kRounds && result.ok(); ++round)
-    for (size_t i = 0; i < p.algos.size(); ++i) {
-      if (round > 0 && best[i] < 0.0f)
-        continue;
-      float ms = 0.0f;
-      Status s = timeOne(i, ms);
-      if (!s.ok()) {
-        // A candidate the heuristic offered but that does not run is
-        // skipped; the first one must run (it is what an untuned call uses).
-        if (i == 0) {
-          result = s;
-          break;
-        }
-        continue;
-      }
-      if (best[i] < 0.0f || ms < best[i])
-        best[i] = ms;
-    }
+  float best = 0.0f;
   size_t bestIndex = 0;
-  for (size_t i = 1; i < best.size(); ++i)
-    if (best[i] >= 0.0f && best[i] < best[bestIndex])
+  for (size_t i = 0; i < p.algos.size(); ++i) {
+    float ms = 0.0f;
+    Status s = timeOne(i, ms);
+    if (!s.ok()) {
+      // A candidate the heuristic offered but that does not run is skipped;
+      // the first one must run (it is what an untuned call uses).
+      if (i == 0) {
+        result = s;
+        break;
+      }
+      continue;
+    }
+    if (i == 0 || ms < best) {
+      best = ms;
       bestIndex = i;
+    }
+  }
   cudaEventDestroy(start);
   cudaEventDestroy(stop);
   MLART_RETURN_IF_ERROR(result);
@@ -366,9 +316,6 @@ uint64_t blasLtAutotuneCount() {
 }
 uint64_t blasLtLaunchCount() {
   return gLaunches.load(std::memory_order_relaxed);
-}
-uint64_t blasLtSplitKCandidateCount() {
-  return gSplitK.load(std::memory_order_relaxed);
 }
 
 } // namespace mlart::cuda

@@ -15,10 +15,6 @@
 //                          top heuristic algorithms with events and keep
 //                          the fastest; during stream capture the cached
 //                          (or heuristic-first) algorithm is used.
-//   MLART_GEMM_SPLITK      the autotune also times split-K copies of each
-//                          heuristic algorithm that accepts them (the
-//                          decode step's GEMMs have M = 64 and K = 2048:
-//                          few output tiles, each walking all of K).
 //
 //===----------------------------------------------------------------------===//
 #ifndef MLART_CUDA_BLASLT_H
@@ -50,10 +46,6 @@ bool gemmAutotuneEnabled();
 uint64_t blasLtPlanCount();
 uint64_t blasLtAutotuneCount();
 uint64_t blasLtLaunchCount();
-/// Split-K candidates added to plans so far (MLART_GEMM_SPLITK).
-uint64_t blasLtSplitKCandidateCount();
-/// MLART_GEMM_SPLITK.
-bool gemmSplitKEnabled();
 
 class BlasLt {
 public:
@@ -89,9 +81,6 @@ private:
   Status run(const Plan &p, size_t algo, cudaStream_t stream,
              const LinearArgs &a, void *ws);
   void destroy(Plan &p);
-  /// Appends to p.algos split-K copies of its heuristic algorithms that
-  /// cuBLASLt accepts for p's descriptors within the workspace.
-  void addSplitKCandidates(Plan &p);
 
   std::mutex mu_;
   bool tried_ = false;
@@ -123,18 +112,6 @@ private:
                                cublasLtMatmulPreference_t, int,
                                cublasLtMatmulHeuristicResult_t *,
                                int *) = nullptr;
-  // Optional (split-K candidates are skipped without them).
-  cublasStatus_t (*configSet_)(cublasLtMatmulAlgo_t *,
-                               cublasLtMatmulAlgoConfigAttributes_t,
-                               const void *, size_t) = nullptr;
-  cublasStatus_t (*configGet_)(const cublasLtMatmulAlgo_t *,
-                               cublasLtMatmulAlgoConfigAttributes_t, void *,
-                               size_t, size_t *) = nullptr;
-  cublasStatus_t (*algoCheck_)(cublasLtHandle_t, cublasLtMatmulDesc_t,
-                               cublasLtMatrixLayout_t, cublasLtMatrixLayout_t,
-                               cublasLtMatrixLayout_t, cublasLtMatrixLayout_t,
-                               const cublasLtMatmulAlgo_t *,
-                               cublasLtMatmulHeuristicResult_t *) = nullptr;
   cublasStatus_t (*matmul_)(cublasLtHandle_t, cublasLtMatmulDesc_t,
                             const void *, const void *, cublasLtMatrixLayout_t,
                             const void *, cublasLtMatrixLayout_t, const void *,

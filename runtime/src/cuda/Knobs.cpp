@@ -58,7 +58,6 @@ constexpr KnobSpec kKnobs[kKnobCount] = {
     spec(Knob::UpdateEarly, "MLART_UPDATE_EARLY", 1, kOffOn),
     spec(Knob::UpdateHints, "MLART_UPDATE_HINTS", 1, kUpdateHints),
     spec(Knob::UpdateStages, "MLART_UPDATE_STAGES", 2, kUpdateStages),
-    spec(Knob::GemmSplitK, "MLART_GEMM_SPLITK", 1, kOffOn),
 };
 
 constexpr bool inKnobOrder() {
@@ -75,8 +74,7 @@ constexpr int kNoOverride = INT_MIN;
 std::atomic<int> overrides[kKnobCount] = {
     kNoOverride, kNoOverride, kNoOverride, kNoOverride, kNoOverride,
     kNoOverride, kNoOverride, kNoOverride, kNoOverride, kNoOverride,
-    kNoOverride, kNoOverride, kNoOverride, kNoOverride, kNoOverride,
-    kNoOverride};
+    kNoOverride, kNoOverride, kNoOverride, kNoOverride, kNoOverride};
 
 const KnobValues &environmentKnobs() {
   static const KnobValues values = [] {

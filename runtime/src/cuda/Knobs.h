@@ -34,9 +34,8 @@ enum class Knob : int {
   UpdateEarly,       ///< MLART_UPDATE_EARLY: first tile before the wait
   UpdateHints,       ///< MLART_UPDATE_HINTS: cache hints 0 / 1 / 2
   UpdateStages,      ///< MLART_UPDATE_STAGES: the bulk kernel's ring
-  GemmSplitK,        ///< MLART_GEMM_SPLITK: split-K autotune candidates
 };
-constexpr int kKnobCount = 16;
+constexpr int kKnobCount = 15;
 
 /// MLART_DECODE_MANY's value for "force"; 0 is off, 1 on (by shape), 2..6
 /// on with that timing variant of the cp.async kernel.

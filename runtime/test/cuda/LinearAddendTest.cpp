@@ -282,31 +282,3 @@ TEST(CudaLinearAddend, GraphCaptureAndReplay) {
   EXPECT_LE(cuda::blasLtAutotuneCount() - tunes, 1u);
   EXPECT_LT(relErr(out, out.down(dev)), 1e-2);
 }
-
-// MLART_GEMM_SPLITK=1 (with the autotune): the decode step's linear shapes
-// (M = 64, K = 2048) with split-K copies of the heuristic algorithms among
-// the candidates still match the CPU, with and without an addend, whichever
-// candidate the timing picks.
-TEST(CudaLinearAddend, SplitKCandidatesMatchCpu) {
-  REQUIRE_GPU();
-  Env tune(cuda::Knob::GemmAutotune, 1);
-  Env split(cuda::Knob::GemmSplitK, 1);
-  Env lt(cuda::Knob::GemmLt, 1);
-  const uint64_t before = cuda::blasLtSplitKCandidateCount();
-  // N values no other test uses, so each is planned (and tuned) here.
-  for (int64_t N : {576, 3072, 2560}) {
-    checkShape(dev, 64, 2048, N, DType::BF16);
-    SCOPED_TRACE("plain, N=" + std::to_string(N));
-    Arr x = randomArr(dev, DType::BF16, {64, 2048});
-    Arr w = randomArr(dev, DType::BF16, {N, 2048}, -0.05f, 0.05f);
-    Arr out(dev, DType::BF16, {64, N});
-    out.poison();
-    out.up(dev);
-    ASSERT_TRUE(cpu().linear({x.h(), w.h(), out.h()}, nullptr).ok());
-    Status s = dev->kernels().linear({x.d(), w.d(), out.d()}, nullptr);
-    ASSERT_TRUE(s.ok()) << s.message();
-    EXPECT_LT(relErr(out, out.down(dev)), 1e-2);
-  }
-  RecordProperty("split_k_candidates",
-                 std::to_string(cuda::blasLtSplitKCandidateCount() - before));
-}
