@@ -737,8 +737,9 @@ int main(int argc, char **argv) {
       std::vector<cuda::CacheCopyConfig> sweep;
       auto variant = [](bool on, int u, int ctas, bool early, int hints) {
         cuda::CacheCopyConfig c;
-        c.enabled = on;
-        c.bulk = false; // the streaming kernel; bulk() below sets it
+        // The streaming kernel (or the general one); bulk() below
+        // switches to the bulk-copy kernel.
+        c.kernel = on ? cuda::UpdateKernel::Streaming : cuda::UpdateKernel::General;
         c.unroll = u;
         c.ctasPerSm = ctas;
         c.early = early;
@@ -758,7 +759,7 @@ int main(int argc, char **argv) {
       // persistent grids with every ring depth that fits.
       auto bulk = [&](int stages, int ctas, bool early, int hints) {
         cuda::CacheCopyConfig c = variant(true, 8, ctas, early, hints);
-        c.bulk = true;
+        c.kernel = cuda::UpdateKernel::Bulk;
         c.stages = stages;
         return c;
       };
@@ -784,8 +785,11 @@ int main(int argc, char **argv) {
         double call = timeMs(f, quick ? 20 : 100);
         double ms = graphMs(f);
         // T=65536 in every row; "seq": slots in order.
-        add(c.bulk ? "update65536 bulk" : c.enabled ? "update65536 copy" : "update65536 general",
-            (seqRow ? "seq " : "") + (c.enabled ? cuda::describe(c) : std::string("-")),
+        const bool general = c.kernel == cuda::UpdateKernel::General;
+        add(c.kernel == cuda::UpdateKernel::Bulk ? "update65536 bulk"
+            : general                            ? "update65536 general"
+                                                 : "update65536 copy",
+            (seqRow ? "seq " : "") + (general ? std::string("-") : cuda::describe(c)),
             std::isnan(ms) ? call : ms, double(maxT) * 2312, 0, call);
       }
       cuda::setCacheCopyConfigForTesting(std::nullopt);

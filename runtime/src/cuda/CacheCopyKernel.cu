@@ -271,9 +271,7 @@ CacheCopyConfig cacheCopyConfig() {
   // The knob table (Knobs.h) reads and checks the environment once and
   // holds the overrides of tests and the bench.
   CacheCopyConfig c;
-  const int kernel = knobValue(Knob::UpdateKernel);
-  c.enabled = kernel >= 1;
-  c.bulk = kernel == 2;
+  c.kernel = static_cast<UpdateKernel>(knobValue(Knob::UpdateKernel));
   c.stages = knobValue(Knob::UpdateStages);
   c.unroll = knobValue(Knob::UpdateUnroll);
   c.ctasPerSm = knobValue(Knob::UpdateCtasPerSm);
@@ -287,7 +285,7 @@ void setCacheCopyConfigForTesting(std::optional<CacheCopyConfig> c) {
     setKnobOverride(k, c ? std::optional<int>(v) : std::nullopt);
   };
   const CacheCopyConfig v = c.value_or(CacheCopyConfig());
-  set(Knob::UpdateKernel, !v.enabled ? 0 : v.bulk ? 2 : 1);
+  set(Knob::UpdateKernel, int(v.kernel));
   set(Knob::UpdateStages, v.stages);
   set(Knob::UpdateUnroll, v.unroll);
   set(Knob::UpdateCtasPerSm, v.ctasPerSm);
@@ -296,11 +294,12 @@ void setCacheCopyConfigForTesting(std::optional<CacheCopyConfig> c) {
 }
 
 std::string describe(const CacheCopyConfig &c) {
+  const bool bulk = c.kernel == UpdateKernel::Bulk;
   std::string s =
-      (c.bulk ? "bulk S=" + std::to_string(c.ctasPerSm ? c.stages : 1)
-              : "U=" + std::to_string(c.unroll)) +
+      (bulk ? "bulk S=" + std::to_string(c.ctasPerSm ? c.stages : 1)
+            : "U=" + std::to_string(c.unroll)) +
       (c.ctasPerSm ? " ctas/SM=" + std::to_string(c.ctasPerSm)
-                   : std::string(c.bulk ? " chunk/CTA" : " tile/CTA"));
+                   : std::string(bulk ? " chunk/CTA" : " tile/CTA"));
   s += c.early ? " early" : " wait";
   s += " hints=" + std::to_string(c.hints);
   return s;
@@ -308,7 +307,7 @@ std::string describe(const CacheCopyConfig &c) {
 
 Status launchCacheCopy(CudaContext &ctx, const CacheCopyParams &p,
                        const CacheCopyConfig &cfg, cudaStream_t stream) {
-  if (cfg.bulk) {
+  if (cfg.kernel == UpdateKernel::Bulk) {
     CacheCopyConfig b = cfg;
     if (b.ctasPerSm == 0)
       b.stages = 1; // one chunk a CTA: a ring would be idle shared memory

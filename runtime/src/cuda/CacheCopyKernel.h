@@ -17,16 +17,21 @@
 
 namespace mlart::cuda {
 
+/// Which kernel writes a large plain update (MLART_UPDATE_KERNEL's values).
+enum class UpdateKernel : int {
+  General = 0,   ///< CacheKernels.cu's general kernel
+  Streaming = 1, ///< this file's streaming copy kernel
+  Bulk = 2,      ///< the bulk-copy (TMA engine) kernel, CacheBulkKernel.h
+};
+
 /// Which kernel writes a large plain update, and its compiled-in variant.
 struct CacheCopyConfig {
-  /// MLART_UPDATE_KERNEL: 0 general kernel, 1 this one, 2 the bulk-copy
-  /// kernel (CacheBulkKernel.h). Defaults: the best of the H200 sweeps
+  /// MLART_UPDATE_KERNEL. Defaults: the best of the H200 sweeps
   /// (2026-12-03, T=65536 random slots): the bulk kernel, one 32-row chunk
   /// a CTA, early loads, hints 1: 43.6-43.7 us against 44.2-44.3 us for
-  /// this kernel (U=8, one tile a CTA) and 45.3 us for the general one in
-  /// the same runs (docs/performance.md, session 6).
-  bool enabled = true;
-  bool bulk = true; ///< MLART_UPDATE_KERNEL=2
+  /// the streaming kernel (U=8, one tile a CTA) and 45.3 us for the general
+  /// one in the same runs (docs/performance.md, session 6).
+  UpdateKernel kernel = UpdateKernel::Bulk;
   /// MLART_UPDATE_STAGES: the bulk kernel's ring of 32-row stages (36 KB
   /// each) when persistent; one chunk a CTA (ctasPerSm 0) uses one stage.
   int stages = 2;

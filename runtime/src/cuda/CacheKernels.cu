@@ -743,7 +743,7 @@ Status launch(CudaContext &ctx, WriteParams &p, cudaStream_t stream,
   }
   MLART_RETURN_IF_ERROR(prevalidate(ctx, p, stream));
   const CacheCopyConfig copy = cacheCopyConfig();
-  if (copy.enabled && takesCacheCopy(p))
+  if (copy.kernel != UpdateKernel::General && takesCacheCopy(p))
     MLART_RETURN_IF_ERROR(launchCopyKernel(ctx, p, copy, stream));
   else
     MLART_RETURN_IF_ERROR(launchWriteKernel(ctx, p, stream));

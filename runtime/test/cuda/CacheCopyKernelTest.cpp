@@ -36,8 +36,7 @@ struct ConfigOverride {
 
 CacheCopyConfig bulkVariant(int stages, int ctas, bool early, int hints) {
   CacheCopyConfig c;
-  c.enabled = true;
-  c.bulk = true;
+  c.kernel = cuda::UpdateKernel::Bulk;
   c.stages = stages;
   c.ctasPerSm = ctas;
   c.early = early;
@@ -53,8 +52,7 @@ std::vector<CacheCopyConfig> allVariants() {
       for (bool early : {false, true})
         for (int hints : {0, 1, 2}) {
           CacheCopyConfig c;
-          c.enabled = true;
-          c.bulk = false; // the streaming kernel
+          c.kernel = cuda::UpdateKernel::Streaming;
           c.unroll = u;
           c.ctasPerSm = ctas;
           c.early = early;
@@ -77,8 +75,7 @@ std::vector<CacheCopyConfig> allVariants() {
 /// A streaming-kernel variant (CacheCopyKernel.cu).
 CacheCopyConfig variant(int u, int ctas, bool early, int hints) {
   CacheCopyConfig c;
-  c.enabled = true;
-  c.bulk = false;
+  c.kernel = cuda::UpdateKernel::Streaming;
   c.unroll = u;
   c.ctasPerSm = ctas;
   c.early = early;
@@ -178,11 +175,11 @@ TEST(CacheCopyConfig, DefaultsAreTheKnobTable) {
   // No GPU needed: the struct's defaults and the knobs' (Knobs.h) agree,
   // and with no override the configuration is the knobs' values.
   const CacheCopyConfig def;
-  EXPECT_TRUE(def.enabled); // the H200 sweeps' best variant
-  EXPECT_TRUE(def.bulk);
+  // The H200 sweeps' best variant.
+  EXPECT_EQ(def.kernel, cuda::UpdateKernel::Bulk);
   EXPECT_EQ(def.unroll, 8);
   EXPECT_EQ(def.ctasPerSm, 0);
-  EXPECT_EQ(def.bulk ? 2 : int(def.enabled),
+  EXPECT_EQ(int(def.kernel),
             cuda::knobSpec(cuda::Knob::UpdateKernel).defaultValue);
   EXPECT_EQ(def.unroll, cuda::knobSpec(cuda::Knob::UpdateUnroll).defaultValue);
   EXPECT_EQ(def.ctasPerSm,
@@ -193,7 +190,7 @@ TEST(CacheCopyConfig, DefaultsAreTheKnobTable) {
   cuda::setKnobOverride(cuda::Knob::UpdateKernel, 0);
   CacheCopyConfig c = cuda::cacheCopyConfig();
   EXPECT_EQ(c.unroll, 16);
-  EXPECT_FALSE(c.enabled);
+  EXPECT_EQ(c.kernel, cuda::UpdateKernel::General);
   cuda::setKnobOverride(cuda::Knob::UpdateUnroll, std::nullopt);
   cuda::setKnobOverride(cuda::Knob::UpdateKernel, std::nullopt);
   EXPECT_EQ(cuda::describe(variant(8, 4, true, 1)), "U=8 ctas/SM=4 early hints=1");
@@ -202,8 +199,9 @@ TEST(CacheCopyConfig, DefaultsAreTheKnobTable) {
   EXPECT_EQ(cuda::describe(bulkVariant(3, 0, false, 2)), "bulk S=1 chunk/CTA wait hints=2");
   EXPECT_EQ(def.stages, cuda::knobSpec(cuda::Knob::UpdateStages).defaultValue);
   cuda::setKnobOverride(cuda::Knob::UpdateKernel, 2);
-  EXPECT_TRUE(cuda::cacheCopyConfig().bulk);
-  EXPECT_TRUE(cuda::cacheCopyConfig().enabled);
+  EXPECT_EQ(cuda::cacheCopyConfig().kernel, cuda::UpdateKernel::Bulk);
+  cuda::setKnobOverride(cuda::Knob::UpdateKernel, 1);
+  EXPECT_EQ(cuda::cacheCopyConfig().kernel, cuda::UpdateKernel::Streaming);
   cuda::setKnobOverride(cuda::Knob::UpdateKernel, std::nullopt);
 }
 
@@ -359,7 +357,7 @@ TEST(CudaCacheCopy, OtherCallsTakeTheGeneralKernel) {
   }
   {
     CacheCopyConfig off = variant(8, 4, true, 1);
-    off.enabled = false;
+    off.kernel = cuda::UpdateKernel::General;
     ConfigOverride use(off);
     Update u(dev, DType::BF16, 5000, 5000, false, Source::Separate, true);
     expectGeneral(u, u.cacheRef(true), "MLART_UPDATE_KERNEL=0");
