@@ -164,6 +164,82 @@ TEST(CApi, RopeCacheUpdateThroughTheCHeader) {
   mlart_device_destroy(dev);
 }
 
+// mlart_rope_cache_update_full: the latent norm and the out-of-place q_pe
+// source reach the kernel through the C struct: the written row is kv_c RMS-normalised (float64 check), q_pe
+// is rotated from q_pe_in (identity rotation: a copy), and an epsilon without
+// a weight, or a weight with epsilon 0, is rejected with nothing written.
+TEST(CApi, RopeCacheUpdateLatentNormAndQPeSource) {
+  mlart_device *dev = nullptr;
+  ASSERT_EQ(mlart_device_create_cpu(&dev), nullptr);
+  mlart_kv_cache_desc desc = {2, 16, 128, 64, MLART_DTYPE_F32,
+                              MLART_CACHE_PLAIN};
+  mlart_kv_cache *cache = nullptr;
+  ASSERT_EQ(mlart_kv_cache_create(dev, &desc, 1.0f, &cache), nullptr);
+  std::mt19937 rng(std::random_device{}());
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  std::vector<float> kv(128), pe(64), w(128), qIn(2 * 64), q(2 * 64, NAN),
+      cs(4 * 64, 0.0f);
+  for (std::vector<float> *v : {&kv, &pe, &w, &qIn})
+    for (float &e : *v)
+      e = u(rng);
+  for (int p = 0; p < 4; ++p)
+    for (int i = 0; i < 32; ++i)
+      cs[size_t(p * 64 + i)] = 1.0f; // cos 1, sin 0: identity rotation
+  int64_t slot = 5, pos = 1;
+  int64_t kvS[2] = {1, 128}, peS[2] = {1, 64}, one[1] = {1}, csS[2] = {4, 64},
+          wS[1] = {128}, qS[3] = {1, 2, 64};
+  mlart_rope_cache_update_full_args a = {};
+  a.base.kv_c = mlart_tensor_contiguous(kv.data(), MLART_DTYPE_F32, 2, kvS);
+  a.base.k_pe = mlart_tensor_contiguous(pe.data(), MLART_DTYPE_F32, 2, peS);
+  a.base.slot_mapping = mlart_tensor_contiguous(&slot, MLART_DTYPE_I64, 1, one);
+  a.base.cache = cache;
+  a.base.positions = mlart_tensor_contiguous(&pos, MLART_DTYPE_I64, 1, one);
+  a.base.cos_sin = mlart_tensor_contiguous(cs.data(), MLART_DTYPE_F32, 2, csS);
+  a.base.style = MLART_ROPE_NEOX;
+  a.base.q_pe = mlart_tensor_contiguous(q.data(), MLART_DTYPE_F32, 3, qS);
+  a.q_pe_in = mlart_tensor_contiguous(qIn.data(), MLART_DTYPE_F32, 3, qS);
+  a.latent_norm_weight = mlart_tensor_contiguous(w.data(), MLART_DTYPE_F32, 1,
+                                                 wS);
+  const float eps = 1e-6f;
+  const size_t rowBytes = (128 + 64) * 4;
+  std::vector<float> before(192), row(192);
+  ASSERT_EQ(mlart_kv_cache_read_bytes(cache, slot * rowBytes, before.data(),
+                                      rowBytes),
+            nullptr);
+
+  // Must not write: a weight with epsilon 0, an epsilon without a weight.
+  mlart_status st = mlart_rope_cache_update_full(dev, &a, nullptr);
+  EXPECT_EQ(mlart_status_get_code(st), MLART_STATUS_INVALID_ARGUMENT);
+  mlart_status_free(st);
+  mlart_rope_cache_update_full_args noWeight = a;
+  noWeight.latent_norm_weight = mlart_tensor{};
+  noWeight.latent_norm_epsilon = eps;
+  st = mlart_rope_cache_update_full(dev, &noWeight, nullptr);
+  EXPECT_EQ(mlart_status_get_code(st), MLART_STATUS_INVALID_ARGUMENT);
+  mlart_status_free(st);
+  ASSERT_EQ(mlart_kv_cache_read_bytes(cache, slot * rowBytes, row.data(),
+                                      rowBytes),
+            nullptr);
+  EXPECT_EQ(std::memcmp(row.data(), before.data(), rowBytes), 0);
+
+  a.latent_norm_epsilon = eps;
+  ASSERT_EQ(mlart_rope_cache_update_full(dev, &a, nullptr), nullptr);
+  ASSERT_EQ(mlart_kv_cache_read_bytes(cache, slot * rowBytes, row.data(),
+                                      rowBytes),
+            nullptr);
+  double ss = 0;
+  for (float v : kv)
+    ss += double(v) * v;
+  const double inv = 1.0 / std::sqrt(ss / 128 + eps);
+  for (int i = 0; i < 128; ++i)
+    EXPECT_NEAR(row[size_t(i)], kv[size_t(i)] * inv * w[size_t(i)], 1e-5) << i;
+  for (int i = 0; i < 64; ++i)
+    EXPECT_EQ(row[size_t(128 + i)], pe[size_t(i)]) << i;
+  EXPECT_EQ(q, qIn) << "q_pe rotated (identity) from q_pe_in";
+  mlart_kv_cache_destroy(cache);
+  mlart_device_destroy(dev);
+}
+
 TEST(CApi, LinearWithAddendMatchesFloat64) {
   mlart_device *dev = nullptr;
   ASSERT_EQ(mlart_device_create_cpu(&dev), nullptr);

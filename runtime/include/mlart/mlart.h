@@ -289,6 +289,19 @@ typedef struct mlart_rope_cache_update_args {
   mlart_tensor k_pe_out; /**< optional */
 } mlart_rope_cache_update_args;
 
+/** mlart_rope_cache_update_args (never grown, see docs/runtime.md) plus the
+ *  kernel's later operands, for mlart_rope_cache_update_full. */
+typedef struct mlart_rope_cache_update_full_args {
+  mlart_rope_cache_update_args base;
+  /** Optional source of q_pe's rotation (absent: q_pe rotates in place). */
+  mlart_tensor q_pe_in;
+  /** Optional [latent]: kv_c is RMS-normalised with this weight before it
+   *  is written (the fused kv_a norm, mla-fuse-kv-norm); then
+   *  latent_norm_epsilon must be > 0 and finite, else it must be 0. */
+  mlart_tensor latent_norm_weight;
+  float latent_norm_epsilon;
+} mlart_rope_cache_update_full_args;
+
 typedef struct mlart_decode_attention_args {
   mlart_tensor q;
   mlart_kv_cache *cache;
@@ -381,6 +394,12 @@ mlart_status mlart_rope(mlart_device *device, const mlart_rope_args *args,
 mlart_status mlart_rope_cache_update(mlart_device *device,
                                      const mlart_rope_cache_update_args *args,
                                      mlart_stream *stream);
+/** mlart_rope_cache_update with the out-of-place q_pe source and the
+ *  latent norm. */
+mlart_status
+mlart_rope_cache_update_full(mlart_device *device,
+                             const mlart_rope_cache_update_full_args *args,
+                             mlart_stream *stream);
 mlart_status mlart_decode_attention(mlart_device *device,
                                     const mlart_decode_attention_args *args,
                                     mlart_stream *stream);

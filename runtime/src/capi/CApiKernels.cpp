@@ -53,6 +53,26 @@ mlart_status mlart_rope(mlart_device *device, const mlart_rope_args *args,
   });
 }
 
+namespace {
+
+/// The operands both rope + cache update entry points have.
+Status toRopeCacheUpdateArgs(const mlart_rope_cache_update_args *args,
+                             RopeCacheUpdateArgs &a) {
+  MLART_RETURN_IF_ERROR(toTensorRef(args->kv_c, "kv_c", a.kvC));
+  MLART_RETURN_IF_ERROR(toTensorRef(args->k_pe, "k_pe", a.kPe));
+  MLART_RETURN_IF_ERROR(
+      toTensorRef(args->slot_mapping, "slot_mapping", a.slotMapping));
+  MLART_RETURN_IF_ERROR(toCacheRef(args->cache, a.cache));
+  MLART_RETURN_IF_ERROR(toTensorRef(args->positions, "positions",
+                                    a.positions));
+  MLART_RETURN_IF_ERROR(toTensorRef(args->cos_sin, "cos_sin", a.cosSin));
+  a.style = static_cast<RopeStyle>(args->style);
+  MLART_RETURN_IF_ERROR(toTensorRef(args->q_pe, "q_pe", a.qPe));
+  return toTensorRef(args->k_pe_out, "k_pe_out", a.kPeOut);
+}
+
+} // namespace
+
 mlart_status mlart_rope_cache_update(mlart_device *device,
                                      const mlart_rope_cache_update_args *args,
                                      mlart_stream *stream) {
@@ -60,17 +80,25 @@ mlart_status mlart_rope_cache_update(mlart_device *device,
     StreamHandle h;
     MLART_RETURN_IF_ERROR(checkCall(device, args, stream, h));
     RopeCacheUpdateArgs a;
-    MLART_RETURN_IF_ERROR(toTensorRef(args->kv_c, "kv_c", a.kvC));
-    MLART_RETURN_IF_ERROR(toTensorRef(args->k_pe, "k_pe", a.kPe));
-    MLART_RETURN_IF_ERROR(
-        toTensorRef(args->slot_mapping, "slot_mapping", a.slotMapping));
-    MLART_RETURN_IF_ERROR(toCacheRef(args->cache, a.cache));
-    MLART_RETURN_IF_ERROR(toTensorRef(args->positions, "positions",
-                                      a.positions));
-    MLART_RETURN_IF_ERROR(toTensorRef(args->cos_sin, "cos_sin", a.cosSin));
-    a.style = static_cast<RopeStyle>(args->style);
-    MLART_RETURN_IF_ERROR(toTensorRef(args->q_pe, "q_pe", a.qPe));
-    MLART_RETURN_IF_ERROR(toTensorRef(args->k_pe_out, "k_pe_out", a.kPeOut));
+    MLART_RETURN_IF_ERROR(toRopeCacheUpdateArgs(args, a));
+    return kernelsOf(device).ropeCacheUpdate(a, h);
+  });
+}
+
+mlart_status
+mlart_rope_cache_update_full(mlart_device *device,
+                             const mlart_rope_cache_update_full_args *args,
+                             mlart_stream *stream) {
+  return guarded([&]() -> Status {
+    StreamHandle h;
+    MLART_RETURN_IF_ERROR(checkCall(device, args, stream, h));
+    RopeCacheUpdateArgs a;
+    MLART_RETURN_IF_ERROR(toRopeCacheUpdateArgs(&args->base, a));
+    MLART_RETURN_IF_ERROR(toTensorRef(args->q_pe_in, "q_pe_in", a.qPeIn));
+    MLART_RETURN_IF_ERROR(toTensorRef(args->latent_norm_weight,
+                                      "latent_norm_weight",
+                                      a.latentNormWeight));
+    a.latentNormEpsilon = args->latent_norm_epsilon;
     return kernelsOf(device).ropeCacheUpdate(a, h);
   });
 }
