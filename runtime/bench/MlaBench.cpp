@@ -4,7 +4,7 @@
 //                  [--cache-only] [--decode-h=H] [--decode-b=B] [--decode-l=L]
 //                  [--no-ceilings] [--codegen-only]
 //                  [--step=ARTIFACT ...] [--step-context=L] [--step-only]
-//                  [--update-t=T] [--gemm-only]
+//                  [--update-t=T] [--gemm-only] [--decode-trace]
 //                  [--timeline=OUT.txt [--timeline-replays=N]
 //                   [--timeline-streams=N]] (with --step; needs CUPTI)
 // Times every kernel with CUDA events (warm-up, then the median of many
@@ -16,9 +16,11 @@
 //===----------------------------------------------------------------------===//
 #include "mlart/Codegen.h"
 #include "mlart/CudaDevice.h"
+#include "DecodeTrace.h"
 #include "StepBench.h"
 #include "StepTimeline.h"
 #include "cuda/CacheCopyKernel.h"
+#include "cuda/DecodeCommon.h"
 #include "cuda/Knobs.h"
 #include "cuda/SkinnyGemmPlan.h"
 
@@ -187,6 +189,79 @@ void writeJson(const std::string &path, const std::string &device) {
 
 TensorRef ten(void *p, DType t, std::initializer_list<int64_t> s) {
   return TensorRef::contiguous(p, t, s);
+}
+
+/// --decode-trace: the 16-head decode kernel's per-CTA timeline
+/// (DecodeTrace.h) for the step's shape (B=64, H=16, L=4096, bs 64) alone,
+/// then inside each compiled step of `steps` (eager and a graph replay).
+void traceDecodes(const KernelLibrary &k, std::mt19937 &rng,
+                  const std::vector<std::string> &steps, int64_t stepContext) {
+  const size_t values = size_t(8192) * cuda::kDecodeTraceFields;
+  Buffer trace = alloc(values * sizeof(uint64_t));
+  auto record = [&](const std::string &title, const std::function<void()> &fn) {
+    CHECK(gDev->memset(trace.data(), 0, values * sizeof(uint64_t), gStream));
+    cuda::setDecodeTraceBuffer(static_cast<unsigned long long *>(trace.data()));
+    fn();
+    cuda::setDecodeTraceBuffer(nullptr);
+    CHECK(gDev->synchronize(gStream));
+    std::vector<uint64_t> raw(values);
+    CHECK(gDev->readBuffer(trace, 0, raw.data(), values * sizeof(uint64_t)));
+    std::printf("%s", bench::formatDecodeTrace(
+                          title, bench::summarizeDecodeTrace(
+                                     bench::parseDecodeTrace(raw)))
+                          .c_str());
+  };
+  {
+    const int64_t B = 64, H = 16, L = 4096, bs = 64, perSeq = 65,
+                  numBlocks = B * perSeq + 1;
+    KVCacheRef cache;
+    cache.desc.numBlocks = numBlocks;
+    cache.desc.blockSize = bs;
+    Buffer cb = randomBf16(size_t(numBlocks * bs * 576), rng);
+    cache.data = cb.data();
+    std::vector<int32_t> ids(static_cast<size_t>(numBlocks - 1));
+    std::iota(ids.begin(), ids.end(), 1);
+    std::shuffle(ids.begin(), ids.end(), rng);
+    Buffer table = upload(ids);
+    Buffer lens = upload(std::vector<int32_t>(size_t(B), int32_t(L)));
+    Buffer q = randomBf16(size_t(B * H * 576), rng),
+           out = alloc(size_t(B * H * 512 * 2)), lse = alloc(size_t(B * H * 4));
+    for (int splits : {0, 1, 4}) {
+      DecodeAttentionArgs a;
+      a.q = ten(q.data(), DType::BF16, {B, H, 576});
+      a.cache = cache;
+      a.blockTable = ten(table.data(), DType::I32, {B, perSeq});
+      a.seqLens = ten(lens.data(), DType::I32, {B});
+      a.softmaxScale = 0.1f;
+      a.out = ten(out.data(), DType::BF16, {B, H, 512});
+      a.lse = ten(lse.data(), DType::F32, {B, H});
+      a.numSplits = splits;
+      for (int i = 0; i < 3; ++i) // warm
+        CHECK(k.decodeAttention(a, gStream));
+      record("alone, B=64 L=4096 splits=" +
+                 (splits ? std::to_string(splits) : std::string("heuristic")),
+             [&] { CHECK(k.decodeAttention(a, gStream)); });
+    }
+  }
+  for (const std::string &path : steps) {
+    auto step = bench::CompiledStep::load(*gDev, path, stepContext, rng);
+    if (!step.ok()) {
+      std::printf("step %s: %s\n", path.c_str(),
+                  step.status().message().c_str());
+      continue;
+    }
+    Executor &ex = step.value()->executor();
+    ex.setMaxStreams(2);
+    CHECK(ex.run(gStream));
+    record("in the step, eager (" + path + ")", [&] { CHECK(ex.run(gStream)); });
+    cuda::setDecodeTraceBuffer(static_cast<unsigned long long *>(trace.data()));
+    CHECK(ex.captureGraph(gStream)); // the trace pointer is captured
+    cuda::setDecodeTraceBuffer(nullptr);
+    for (int i = 0; i < 3; ++i)
+      CHECK(ex.runGraph(gStream, true));
+    record("in the step, graph replay (" + path + ")",
+           [&] { CHECK(ex.runGraph(gStream, false)); });
+  }
 }
 
 /// The decode step's dense projections at B = 64 (DeepSeek-V2-Lite), each
@@ -486,6 +561,7 @@ int main(int argc, char **argv) {
   int decodeH = 0, decodeB = 0;
   int64_t decodeL = 0;
   std::string timelinePath; // --timeline: trace step replays, nothing else
+  bool decodeTrace = false;
   int timelineReplays = 5, timelineStreams = 0; // 0: 1 and 2
   for (int i = 1; i < argc; ++i) {
     if (std::string(argv[i]) == "--quick")
@@ -510,6 +586,8 @@ int main(int argc, char **argv) {
       stepPaths.push_back(argv[i] + 7); // a compiled decode step to time
     else if (std::string(argv[i]).rfind("--step-context=", 0) == 0)
       stepContext = std::atoll(argv[i] + 15);
+    else if (std::string(argv[i]) == "--decode-trace")
+      decodeTrace = true; // per-CTA timeline of decode launches, nothing else
     else if (std::string(argv[i]) == "--step-only")
       stepOnly = true;
     else if (std::string(argv[i]) == "--gemm-only")
@@ -570,6 +648,11 @@ int main(int argc, char **argv) {
     return 0;
   }
 #endif
+
+  if (decodeTrace) {
+    traceDecodes(k, rng, stepPaths, stepContext);
+    return 0;
+  }
 
   std::printf("us = GPU time per call in a captured graph (20 calls/graph, median of 20 replays);\n"
               "us/call = one call bracketed by events (median), includes host launch latency\n");

@@ -112,7 +112,20 @@ struct DecodeParams : DecodeIo {
   /// one cluster and merge their partials through distributed shared memory
   /// (partOut/partLse unused).
   int clusterMerge;
+  /// Optional per-CTA timeline of the 16-head kernel (decodeTraceBuffer):
+  /// kDecodeTraceFields values per CTA, null when not tracing.
+  unsigned long long *trace;
 };
+
+/// What the 16-head kernel's trace records per CTA, in order: the SM it
+/// ran on, then %globaltimer (ns) at entry, after the dependent-launch
+/// wait, when the first tile is in shared memory, after the last tile, and
+/// at exit (after the split merge).
+constexpr int kDecodeTraceFields = 6;
+/// Tests and mla-bench --decode-trace: the decode launches that follow
+/// record into `buffer` (device memory of at least kDecodeTraceFields x
+/// CTAs values; null stops). A graph captured meanwhile keeps the pointer.
+void setDecodeTraceBuffer(unsigned long long *buffer);
 
 /// Whether the 16-head kernel merges 2..kMaxClusterSplits splits inside a
 /// thread-block cluster instead of the workspace + combine kernel. Starts

@@ -248,10 +248,33 @@ clusterMergeEpilogue(const DecodeParams &p, const float (&o)[16][4],
   cluster.sync(); // no CTA exits while another reads its shared memory
 }
 
+__device__ __forceinline__ unsigned long long globalTimerNs() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+/// Field `k` of this CTA's trace record (thread 0 only; no-op untraced).
+__device__ __forceinline__ void traceMark(const DecodeParams &p, int k) {
+  if (!p.trace || threadIdx.x != 0)
+    return;
+  const int64_t cta =
+      blockIdx.x + int64_t(gridDim.x) * (blockIdx.y + int64_t(gridDim.y) * blockIdx.z);
+  unsigned long long *rec = p.trace + cta * kDecodeTraceFields;
+  if (k == 1) {
+    unsigned sm;
+    asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
+    rec[0] = sm;
+  }
+  rec[k] = globalTimerNs();
+}
+
 template <bool kSplitK>
 __global__ void __launch_bounds__(kThreadsTc, 1)
     decodeTcKernel(DecodeParams p) {
+  traceMark(p, 1);
   pdlPrologue();
+  traceMark(p, 2);
   extern __shared__ __align__(16) uint8_t smem[];
   uint16_t *Qs = reinterpret_cast<uint16_t *>(smem);
   uint16_t *Ks = Qs + kHeads * kRowEl;
@@ -324,6 +347,8 @@ __global__ void __launch_bounds__(kThreadsTc, 1)
     cpCommit();
     cpWait<1>();
     __syncthreads();
+    if (tile == t0)
+      traceMark(p, 3);
     const uint16_t *K = Ks + buf * kTile * kRowEl;
 
     float s[2][4] = {{0, 0, 0, 0}, {0, 0, 0, 0}};
@@ -500,6 +525,7 @@ __global__ void __launch_bounds__(kThreadsTc, 1)
     __syncthreads(); // the next iteration overwrites this buffer and P
   }
   cpWait<0>();
+  traceMark(p, 4);
 
   // Epilogue: normalised output (or partial) and LSE.
   float inv[2], lseV[2];
@@ -530,11 +556,13 @@ __global__ void __launch_bounds__(kThreadsTc, 1)
       p.lse[b * p.lS0 + (h0 + g) * p.lS1] = lseV[0];
       p.lse[b * p.lS0 + (h0 + g + 8) * p.lS1] = lseV[1];
     }
+    traceMark(p, 5);
     return;
   }
   if (p.clusterMerge) {
     clusterMergeEpilogue(p, o, inv, lseV, reinterpret_cast<float *>(Ks), Sred,
                          b, h0);
+    traceMark(p, 5);
     return;
   }
   float *po = p.partOut + ((int64_t(b) * p.splits + split) * H) * kDv;
@@ -553,6 +581,7 @@ __global__ void __launch_bounds__(kThreadsTc, 1)
     pl[h0 + g] = lseV[0];
     pl[h0 + g + 8] = lseV[1];
   }
+  traceMark(p, 5);
 }
 
 
@@ -814,6 +843,14 @@ int decodeSplitHeuristic(int smCount, int64_t batch, int64_t headGroups,
                                            /*combineCost=*/1.0});
 }
 
+namespace {
+std::atomic<unsigned long long *> gDecodeTrace{nullptr};
+} // namespace
+
+void setDecodeTraceBuffer(unsigned long long *buffer) {
+  gDecodeTrace.store(buffer, std::memory_order_relaxed);
+}
+
 bool setDecodeClusterMerge(bool on) {
   const bool previous = knobValue(Knob::DecodeCluster) != 0;
   setKnobOverride(Knob::DecodeCluster, on ? 1 : 0);
@@ -922,6 +959,7 @@ Status decodeAttention(CudaContext &ctx, const DecodeAttentionArgs &a,
                       : decodeSplitHeuristic(ctx.smCount, B, H / kHeads,
                                              maxLen);
   p.splits = splits;
+  p.trace = gDecodeTrace.load(std::memory_order_relaxed);
   p.partOut = nullptr;
   p.partLse = nullptr;
   p.clusterMerge = 0;

@@ -1,0 +1,55 @@
+//===- DecodeTrace.h - mla-bench --decode-trace: one decode launch by CTA -===//
+//
+// The 16-head decode kernel can record, per CTA, its SM and %globaltimer
+// at five points (DecodeCommon.h, kDecodeTraceFields): entry, after the
+// dependent-launch wait, first tile in shared memory, after the last tile,
+// exit. This file turns one launch's records into where its time goes: the
+// prologue (entry to first tile), the tile loop, the epilogue (split
+// merge), and how far apart the CTAs start and finish (load imbalance).
+// Pure host code, tested on the CPU (test/DecodeTraceTest.cpp).
+//
+//===----------------------------------------------------------------------===//
+#ifndef MLART_BENCH_DECODETRACE_H
+#define MLART_BENCH_DECODETRACE_H
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace mlart::bench {
+
+/// One CTA's record, as the kernel writes it (timestamps in ns).
+struct DecodeCtaTrace {
+  uint64_t sm = 0, entry = 0, waited = 0, firstTile = 0, loopEnd = 0,
+           exit = 0;
+};
+
+/// Records from the flat buffer (6 values a CTA); CTAs whose exit stamp is
+/// 0 (did not run, or ran no tile and left early) are dropped.
+std::vector<DecodeCtaTrace> parseDecodeTrace(const std::vector<uint64_t> &raw);
+
+struct Spread {
+  double min = 0, median = 0, max = 0; ///< microseconds
+};
+
+struct DecodeTraceSummary {
+  int ctas = 0, sms = 0;
+  double spanUs = 0; ///< first entry to last exit
+  Spread wait, prologue, loop, epilogue;
+  /// Entry and exit times relative to the first entry.
+  Spread entryAt, exitAt;
+  /// Time the span has all CTAs in their tile loop: from the last first
+  /// tile to the first loop end (0 if they never overlap).
+  double allInLoopUs = 0;
+};
+
+/// Empty records give a summary of zeros.
+DecodeTraceSummary summarizeDecodeTrace(const std::vector<DecodeCtaTrace> &t);
+
+/// A few lines for mla-bench's output.
+std::string formatDecodeTrace(const std::string &title,
+                              const DecodeTraceSummary &s);
+
+} // namespace mlart::bench
+
+#endif // MLART_BENCH_DECODETRACE_H
