@@ -9,7 +9,6 @@ namespace mlart::bench {
 
 namespace {
 
-constexpr size_t kFields = 6;
 
 Spread spreadOf(std::vector<double> v) {
   Spread s;
@@ -30,9 +29,11 @@ double us(uint64_t later, uint64_t earlier) {
 
 std::vector<DecodeCtaTrace> parseDecodeTrace(const std::vector<uint64_t> &raw) {
   std::vector<DecodeCtaTrace> out;
-  for (size_t i = 0; i + kFields <= raw.size(); i += kFields) {
+  constexpr size_t n = kDecodeTraceValues;
+  for (size_t i = 0; i + n <= raw.size(); i += n) {
     DecodeCtaTrace t{raw[i],     raw[i + 1], raw[i + 2],
-                     raw[i + 3], raw[i + 4], raw[i + 5]};
+                     raw[i + 3], raw[i + 4], raw[i + 5],
+                     raw[i + 6], raw[i + 7], raw[i + 8]};
     if (t.exit == 0 || t.entry == 0)
       continue;
     if (t.firstTile == 0) // no tile: the loop took no time
@@ -56,12 +57,17 @@ DecodeTraceSummary summarizeDecodeTrace(const std::vector<DecodeCtaTrace> &t) {
     firstLoopEnd = std::min(firstLoopEnd, c.loopEnd);
     sms.insert(c.sm);
   }
-  std::vector<double> wait, prologue, loop, epilogue, entryAt, exitAt;
+  std::vector<double> wait, prologue, loop, epilogue, entryAt, exitAt, drain,
+      store, barrier, merge;
   for (const DecodeCtaTrace &c : t) {
     wait.push_back(us(c.waited, c.entry));
     prologue.push_back(us(c.firstTile, c.entry));
     loop.push_back(us(c.loopEnd, c.firstTile));
     epilogue.push_back(us(c.exit, c.loopEnd));
+    drain.push_back(us(c.drained, c.loopEnd));
+    store.push_back(us(c.stored, c.drained));
+    barrier.push_back(us(c.synced, c.stored));
+    merge.push_back(us(c.exit, c.synced));
     entryAt.push_back(us(c.entry, first));
     exitAt.push_back(us(c.exit, first));
   }
@@ -72,6 +78,10 @@ DecodeTraceSummary summarizeDecodeTrace(const std::vector<DecodeCtaTrace> &t) {
   s.prologue = spreadOf(prologue);
   s.loop = spreadOf(loop);
   s.epilogue = spreadOf(epilogue);
+  s.drain = spreadOf(drain);
+  s.store = spreadOf(store);
+  s.barrier = spreadOf(barrier);
+  s.merge = spreadOf(merge);
   s.entryAt = spreadOf(entryAt);
   s.exitAt = spreadOf(exitAt);
   s.allInLoopUs = us(firstLoopEnd, lastFirstTile);
@@ -96,7 +106,9 @@ std::string formatDecodeTrace(const std::string &title,
   return std::string(buf) + row("entry (after first entry)", s.entryAt) +
          row("dependent-launch wait", s.wait) +
          row("entry to first tile", s.prologue) +
-         row("tile loop", s.loop) + row("epilogue (merge, store)", s.epilogue) +
+         row("tile loop", s.loop) + row("epilogue", s.epilogue) +
+         row("  last MMAs drain", s.drain) + row("  stores issued", s.store) +
+         row("  cluster barrier", s.barrier) + row("  merge, exit", s.merge) +
          row("exit (after first entry)", s.exitAt);
 }
 

@@ -1,11 +1,12 @@
 //===- DecodeTrace.h - mla-bench --decode-trace: one decode launch by CTA -===//
 //
 // The 16-head decode kernel can record, per CTA, its SM and %globaltimer
-// at five points (DecodeCommon.h, kDecodeTraceFields): entry, after the
+// at eight points (DecodeCommon.h, kDecodeTraceFields): entry, after the
 // dependent-launch wait, first tile in shared memory, after the last tile,
-// exit. This file turns one launch's records into where its time goes: the
-// prologue (entry to first tile), the tile loop, the epilogue (split
-// merge), and how far apart the CTAs start and finish (load imbalance).
+// exit, and inside the epilogue: accumulators final, stores issued, after
+// the cluster barrier. This file turns one launch's records into where its
+// time goes: the prologue (entry to first tile), the tile loop, the
+// epilogue's parts, and how far apart the CTAs start and finish.
 // Pure host code, tested on the CPU (test/DecodeTraceTest.cpp).
 //
 //===----------------------------------------------------------------------===//
@@ -21,11 +22,14 @@ namespace mlart::bench {
 /// One CTA's record, as the kernel writes it (timestamps in ns).
 struct DecodeCtaTrace {
   uint64_t sm = 0, entry = 0, waited = 0, firstTile = 0, loopEnd = 0,
-           exit = 0;
+           exit = 0, drained = 0, stored = 0, synced = 0;
 };
 
-/// Records from the flat buffer (6 values a CTA); CTAs whose exit stamp is
-/// 0 (did not run, or ran no tile and left early) are dropped.
+/// Values per CTA in the kernel's buffer (cuda::kDecodeTraceFields).
+constexpr size_t kDecodeTraceValues = 9;
+
+/// Records from the flat buffer (kDecodeTraceValues a CTA); CTAs whose
+/// entry or exit stamp is 0 (did not run) are dropped.
 std::vector<DecodeCtaTrace> parseDecodeTrace(const std::vector<uint64_t> &raw);
 
 struct Spread {
@@ -36,6 +40,10 @@ struct DecodeTraceSummary {
   int ctas = 0, sms = 0;
   double spanUs = 0; ///< first entry to last exit
   Spread wait, prologue, loop, epilogue;
+  /// The epilogue's parts: the last MMAs draining, issuing the stores
+  /// (output, or the partial into shared memory), the cluster barrier
+  /// (waiting for the partner), and the merge after it.
+  Spread drain, store, barrier, merge;
   /// Entry and exit times relative to the first entry.
   Spread entryAt, exitAt;
   /// Time the span has all CTAs in their tile loop: from the last first

@@ -196,6 +196,8 @@ TensorRef ten(void *p, DType t, std::initializer_list<int64_t> s) {
 /// then inside each compiled step of `steps` (eager and a graph replay).
 void traceDecodes(const KernelLibrary &k, std::mt19937 &rng,
                   const std::vector<std::string> &steps, int64_t stepContext) {
+  static_assert(size_t(cuda::kDecodeTraceFields) == bench::kDecodeTraceValues,
+                "the kernel's trace record and the summary's agree");
   const size_t values = size_t(8192) * cuda::kDecodeTraceFields;
   Buffer trace = alloc(values * sizeof(uint64_t));
   auto record = [&](const std::string &title, const std::function<void()> &fn) {

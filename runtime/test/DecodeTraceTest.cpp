@@ -9,9 +9,9 @@ TEST(DecodeTrace, PhasesAndImbalanceFromRecords) {
   // Two CTAs on two SMs, times in ns. CTA 1 starts 1 us later and finishes
   // its loop 3 us after CTA 0; a third record never exited (dropped).
   const std::vector<uint64_t> raw = {
-      7, 1000, 1500, 3000, 80000, 81000, //
-      9, 2000, 2200, 4000, 83000, 84500, //
-      3, 5000, 0,    0,    0,     0};
+      7, 1000, 1500, 3000, 80000, 81000, 80100, 80300, 80600, //
+      9, 2000, 2200, 4000, 83000, 84500, 83200, 83500, 83700, //
+      3, 5000, 0,    0,    0,     0,     0,     0,     0};
   const std::vector<DecodeCtaTrace> t = parseDecodeTrace(raw);
   ASSERT_EQ(t.size(), 2u);
   const DecodeTraceSummary s = summarizeDecodeTrace(t);
@@ -25,6 +25,13 @@ TEST(DecodeTrace, PhasesAndImbalanceFromRecords) {
   EXPECT_DOUBLE_EQ(s.loop.min, 77.0);
   EXPECT_DOUBLE_EQ(s.loop.max, 79.0);
   EXPECT_DOUBLE_EQ(s.epilogue.max, 1.5);
+  EXPECT_DOUBLE_EQ(s.drain.min, 0.1);
+  EXPECT_DOUBLE_EQ(s.drain.max, 0.2);
+  EXPECT_DOUBLE_EQ(s.store.max, 0.3);
+  EXPECT_DOUBLE_EQ(s.barrier.min, 0.2);
+  EXPECT_DOUBLE_EQ(s.barrier.max, 0.3);
+  EXPECT_DOUBLE_EQ(s.merge.min, 0.4);
+  EXPECT_DOUBLE_EQ(s.merge.max, 0.8);
   EXPECT_DOUBLE_EQ(s.exitAt.min, 80.0);
   EXPECT_DOUBLE_EQ(s.exitAt.max, 83.5);
   EXPECT_DOUBLE_EQ(s.entryAt.max, 1.0);
@@ -37,7 +44,7 @@ TEST(DecodeTrace, PhasesAndImbalanceFromRecords) {
 
 TEST(DecodeTrace, ACtaWithoutTilesHasAnEmptyLoop) {
   const std::vector<DecodeCtaTrace> t =
-      parseDecodeTrace({1, 100, 300, 0, 0, 900});
+      parseDecodeTrace({1, 100, 300, 0, 0, 900, 350, 400, 400});
   ASSERT_EQ(t.size(), 1u);
   EXPECT_EQ(t[0].firstTile, 300u);
   EXPECT_EQ(t[0].loopEnd, 300u);

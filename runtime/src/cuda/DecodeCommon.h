@@ -119,9 +119,12 @@ struct DecodeParams : DecodeIo {
 
 /// What the 16-head kernel's trace records per CTA, in order: the SM it
 /// ran on, then %globaltimer (ns) at entry, after the dependent-launch
-/// wait, when the first tile is in shared memory, after the last tile, and
-/// at exit (after the split merge).
-constexpr int kDecodeTraceFields = 6;
+/// wait, when the first tile is in shared memory, after the last tile, at
+/// exit; then inside the epilogue: once thread 0's accumulators are final
+/// (the last tile's MMAs drained), once its output (or cluster partial)
+/// stores are issued, and after the cluster barrier that publishes the
+/// partials (= the previous mark without a cluster merge).
+constexpr int kDecodeTraceFields = 9;
 /// Tests and mla-bench --decode-trace: the decode launches that follow
 /// record into `buffer` (device memory of at least kDecodeTraceFields x
 /// CTAs values; null stops). A graph captured meanwhile keeps the pointer.

@@ -141,6 +141,27 @@ static_assert(size_t(2 * kMaxClusterSplits * kHeads + kHeads) <=
                   size_t(4 * kHeads * kSRow),
               "the merge weights fit in the partial-score buffer");
 
+__device__ __forceinline__ unsigned long long globalTimerNs() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+/// Field `k` of this CTA's trace record (thread 0 only; no-op untraced).
+__device__ __forceinline__ void traceMark(const DecodeParams &p, int k) {
+  if (!p.trace || threadIdx.x != 0)
+    return;
+  const int64_t cta =
+      blockIdx.x + int64_t(gridDim.x) * (blockIdx.y + int64_t(gridDim.y) * blockIdx.z);
+  unsigned long long *rec = p.trace + cta * kDecodeTraceFields;
+  if (k == 1) {
+    unsigned sm;
+    asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
+    rec[0] = sm;
+  }
+  rec[k] = globalTimerNs();
+}
+
 /// Writes this CTA's partial into its shared memory, waits for the whole
 /// cluster, then merges channel slice `rank` of all 16 heads from every
 /// rank's shared memory with combineKernel's weights and order (split
@@ -168,7 +189,9 @@ clusterMergeEpilogue(const DecodeParams &p, const float (&o)[16][4],
     partLse[g] = lseV[0];
     partLse[g + 8] = lseV[1];
   }
+  traceMark(p, 7);
   cluster.sync(); // release/acquire: every rank's partial is visible
+  traceMark(p, 8);
 
   const int S = p.splits, rank = int(cluster.block_rank());
   float *lseAll = scratch;                          // [S][16]
@@ -246,27 +269,6 @@ clusterMergeEpilogue(const DecodeParams &p, const float (&o)[16][4],
     }
   }
   cluster.sync(); // no CTA exits while another reads its shared memory
-}
-
-__device__ __forceinline__ unsigned long long globalTimerNs() {
-  unsigned long long t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
-
-/// Field `k` of this CTA's trace record (thread 0 only; no-op untraced).
-__device__ __forceinline__ void traceMark(const DecodeParams &p, int k) {
-  if (!p.trace || threadIdx.x != 0)
-    return;
-  const int64_t cta =
-      blockIdx.x + int64_t(gridDim.x) * (blockIdx.y + int64_t(gridDim.y) * blockIdx.z);
-  unsigned long long *rec = p.trace + cta * kDecodeTraceFields;
-  if (k == 1) {
-    unsigned sm;
-    asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
-    rec[0] = sm;
-  }
-  rec[k] = globalTimerNs();
 }
 
 template <bool kSplitK>
@@ -534,6 +536,16 @@ __global__ void __launch_bounds__(kThreadsTc, 1)
     inv[r] = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
     lseV[r] = l[r] > 0.0f ? m[r] * kLn2 + logf(l[r]) : -INFINITY;
   }
+  if (p.trace && threadIdx.x == 0) {
+    // Thread 0's accumulators read back: its last MMAs have completed.
+    float z = 0.0f;
+#pragma unroll
+    for (int i = 0; i < 16; ++i)
+      z += o[i][0] + o[i][1] + o[i][2] + o[i][3];
+    if (z == 1.5e38f) // never; keeps the sum
+      p.trace[kDecodeTraceFields - 1] = 0;
+    traceMark(p, 6);
+  }
   const int H = p.heads;
   if (p.splits == 1) {
 #pragma unroll
@@ -552,6 +564,8 @@ __global__ void __launch_bounds__(kThreadsTc, 1)
         }
       }
     }
+    traceMark(p, 7);
+    traceMark(p, 8);
     if (p.lse && q4 == 0 && warp == 0) {
       p.lse[b * p.lS0 + (h0 + g) * p.lS1] = lseV[0];
       p.lse[b * p.lS0 + (h0 + g + 8) * p.lS1] = lseV[1];
@@ -581,6 +595,8 @@ __global__ void __launch_bounds__(kThreadsTc, 1)
     pl[h0 + g] = lseV[0];
     pl[h0 + g + 8] = lseV[1];
   }
+  traceMark(p, 7);
+  traceMark(p, 8);
   traceMark(p, 5);
 }
 
