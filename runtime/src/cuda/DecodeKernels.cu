@@ -78,26 +78,9 @@ constexpr int kPRow = kTile + 8;
 constexpr int kChunksPerRow = kD * 2 / 16; // 72
 constexpr int kKSteps = kD / 16 / 4;        // 9 k-steps of S per warp
 constexpr int kSRow = kTile + 8;            // padded f32 row of partial S
-/// The cluster merge's receive region (floats): a slice of every rank's
-/// normalised partial, [S][16 heads][row] with a row of the largest slice
-/// (ceil(128 / S) float4 columns) + 4 floats of padding, then [S][16] LSEs;
-/// sized for the worst S in 2..kMaxClusterSplits.
-constexpr int recvRowFloats(int S) { return (kDv / 4 + S - 1) / S * 4 + 4; }
-constexpr int recvFloats(int S) {
-  return S * kHeads * recvRowFloats(S) + S * kHeads;
-}
-constexpr int maxRecvFloats() {
-  int m = 0;
-  for (int S = 2; S <= kMaxClusterSplits; ++S)
-    m = recvFloats(S) > m ? recvFloats(S) : m;
-  return m;
-}
-constexpr int kRecvFloats = maxRecvFloats();
 constexpr size_t kSmemTc =
     size_t(kHeads * kRowEl + 2 * kTile * kRowEl + kHeads * kPRow) * 2 +
-    2 * 4 * kHeads * sizeof(float) + size_t(4 * kHeads * kSRow) * sizeof(float) +
-    size_t(kRecvFloats) * sizeof(float);
-static_assert(kSmemTc <= 227 * 1024, "one CTA an SM");
+    2 * 4 * kHeads * sizeof(float) + size_t(4 * kHeads * kSRow) * sizeof(float);
 
 
 __device__ __forceinline__ uint32_t smemAddr(const void *p) {
@@ -147,29 +130,16 @@ __device__ __forceinline__ int seqLenChecked(const DecodeParams &p, int b) {
   return len;
 }
 
-static_assert(size_t(kMaxClusterSplits * kHeads + kHeads) <=
+// Cluster merge: each CTA's normalised partial (16 heads x 512 f32, rows
+// padded so the epilogue's float2 stores are conflict-free) and its 16 LSEs
+// go to its KV staging buffers, free once the tile loop is done.
+constexpr int kPartRow = kDv + 8;
+static_assert(size_t(kHeads * kPartRow + kHeads) * sizeof(float) <=
+                  size_t(2 * kTile * kRowEl) * 2,
+              "the partial fits in the KV staging buffers");
+static_assert(size_t(2 * kMaxClusterSplits * kHeads + kHeads) <=
                   size_t(4 * kHeads * kSRow),
               "the merge weights fit in the partial-score buffer");
-
-// The cluster barrier in two halves: every CTA of a merged launch arrives
-// (relaxed) when it starts and waits before its first remote store, so no
-// CTA writes into shared memory of a CTA that has not started.
-__device__ __forceinline__ void clusterArriveRelaxed() {
-  asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory");
-}
-__device__ __forceinline__ void clusterWait() {
-  asm volatile("barrier.cluster.wait.aligned;\n" ::: "memory");
-}
-/// Float4 column `c` (of 128) belongs to the rank r with
-/// r * 128 / S <= c < (r + 1) * 128 / S.
-__device__ __forceinline__ int sliceOwner(int c, int S) {
-  int r = c * S / (kDv / 4);
-  while (r + 1 < S && (r + 1) * (kDv / 4) / S <= c)
-    ++r;
-  while (r > 0 && r * (kDv / 4) / S > c)
-    --r;
-  return r;
-}
 
 __device__ __forceinline__ unsigned long long globalTimerNs() {
   unsigned long long t;
@@ -192,62 +162,51 @@ __device__ __forceinline__ void traceMark(const DecodeParams &p, int k) {
   rec[k] = globalTimerNs();
 }
 
-/// The splits of one (sequence, head group) merge without a workspace: rank
-/// r owns float4 columns [r*128/S, (r+1)*128/S) of all 16 heads. Each CTA
-/// pushes its normalised partial's columns and its 16 LSEs straight into
-/// the owner's receive region (`recv`, reserved for this, so a CTA still in
-/// its tile loop can be written to), one cluster barrier publishes them,
-/// and each rank merges its slice from its own shared memory with
-/// combineKernel's weights and order (split order), writes the output (rank
-/// 0 also the LSE) and leaves: no CTA reads another's shared memory after
-/// the barrier. Remote stores do not wait for a round trip, where the
-/// earlier pull (remote loads after the barrier, then a second barrier)
-/// did: 4.3-4.9 us of the step's decode (docs/performance.md, session 7).
-/// Every thread of every CTA must call it (after clusterArriveRelaxed at
-/// kernel start).
+/// Writes this CTA's partial into its shared memory, waits for the whole
+/// cluster, then merges channel slice `rank` of all 16 heads from every
+/// rank's shared memory with combineKernel's weights and order (split
+/// order), and writes the output (rank 0 also the LSE). Every thread of
+/// every CTA must call it: it holds two cluster barriers, the last one so no
+/// CTA exits while another still reads its shared memory.
 __device__ __forceinline__ void
 clusterMergeEpilogue(const DecodeParams &p, const float (&o)[16][4],
-                     const float (&inv)[2], const float (&lseV)[2], float *recv,
+                     const float (&inv)[2], const float (&lseV)[2], float *part,
                      float *scratch, int b, int h0) {
   namespace cg = cooperative_groups;
   const cg::cluster_group cluster = cg::this_cluster();
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int g = lane >> 2, q4 = lane & 3;
-  const int S = p.splits, rank = int(cluster.block_rank());
-  const int row = recvRowFloats(S);
-  float *recvLse = recv + S * kHeads * row; // [S][16]
-
-  clusterWait(); // every CTA of the cluster has started
+  float *partLse = part + kHeads * kPartRow;
 #pragma unroll
   for (int i = 0; i < 16; ++i) {
     const int col = warp * 128 + i * 8 + q4 * 2;
-    const int owner = sliceOwner(col / 4, S);
-    float *dst = cluster.map_shared_rank(recv, owner) + rank * kHeads * row +
-                 (col - owner * (kDv / 4) / S * 4);
 #pragma unroll
     for (int r = 0; r < 2; ++r)
-      *reinterpret_cast<float2 *>(dst + (g + 8 * r) * row) =
+      *reinterpret_cast<float2 *>(part + (g + 8 * r) * kPartRow + col) =
           make_float2(o[i][2 * r] * inv[r], o[i][2 * r + 1] * inv[r]);
   }
-  if (q4 == 0 && warp == 0)
-    for (int t = 0; t < S; ++t) {
-      float *l = cluster.map_shared_rank(recvLse, t) + rank * kHeads;
-      l[g] = lseV[0];
-      l[g + 8] = lseV[1];
-    }
+  if (q4 == 0 && warp == 0) {
+    partLse[g] = lseV[0];
+    partLse[g + 8] = lseV[1];
+  }
   traceMark(p, 7);
-  cluster.sync(); // release/acquire: every push into every rank is visible
+  cluster.sync(); // release/acquire: every rank's partial is visible
   traceMark(p, 8);
 
-  float *wgt = scratch;                        // [S][16], -1: empty
-  float *invH = wgt + kMaxClusterSplits * kHeads; // [16]
+  const int S = p.splits, rank = int(cluster.block_rank());
+  float *lseAll = scratch;                          // [S][16]
+  float *wgt = lseAll + kMaxClusterSplits * kHeads; // [S][16], -1: empty
+  float *invH = wgt + kMaxClusterSplits * kHeads;   // [16]
+  if (tid < S * kHeads)
+    lseAll[tid] = cluster.map_shared_rank(partLse, tid / kHeads)[tid % kHeads];
+  __syncthreads();
   if (tid < kHeads) {
     float mx = -INFINITY;
     for (int s = 0; s < S; ++s)
-      mx = fmaxf(mx, recvLse[s * kHeads + tid]);
+      mx = fmaxf(mx, lseAll[s * kHeads + tid]);
     float total = 0.0f; // in split order, as combineKernel
     for (int s = 0; s < S; ++s) {
-      const float lse = recvLse[s * kHeads + tid];
+      const float lse = lseAll[s * kHeads + tid];
       const float w = lse == -INFINITY ? -1.0f : expf(lse - mx);
       wgt[s * kHeads + tid] = w;
       total += mx == -INFINITY ? 0.0f : fmaxf(w, 0.0f);
@@ -259,46 +218,63 @@ clusterMergeEpilogue(const DecodeParams &p, const float (&o)[16][4],
   }
   __syncthreads();
 
-  constexpr int kCols4 = kDv / 4;
+  // Rank r owns float4 columns [c0, c1) of every head; four items a thread
+  // a round, so each rank's loads of the round are in flight together.
+  constexpr int kCols4 = kDv / 4, kPerRound = 4;
   const int c0 = rank * kCols4 / S, c1 = (rank + 1) * kCols4 / S;
   const int n4 = c1 - c0, items = kHeads * n4;
-  for (int it = tid; it < items; it += kThreadsTc) {
-    const int h = it / n4, cc = it % n4;
-    float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  for (int base = 0; base < items; base += kPerRound * kThreadsTc) {
+    float4 acc[kPerRound];
+    int hh[kPerRound], cc[kPerRound];
+#pragma unroll
+    for (int j = 0; j < kPerRound; ++j) {
+      const int it = base + j * kThreadsTc + tid;
+      hh[j] = it < items ? it / n4 : -1;
+      cc[j] = it < items ? c0 + it % n4 : 0;
+      acc[j] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    }
     for (int s = 0; s < S; ++s) {
-      const float w = wgt[s * kHeads + h];
-      if (w >= 0.0f) {
-        const float4 v = *reinterpret_cast<const float4 *>(
-            recv + (s * kHeads + h) * row + 4 * cc);
-        acc.x += w * v.x;
-        acc.y += w * v.y;
-        acc.z += w * v.z;
-        acc.w += w * v.w;
+      const float *src = cluster.map_shared_rank(part, s);
+#pragma unroll
+      for (int j = 0; j < kPerRound; ++j) {
+        const float w = hh[j] < 0 ? -1.0f : wgt[s * kHeads + hh[j]];
+        if (w >= 0.0f) {
+          const float4 v = *reinterpret_cast<const float4 *>(
+              src + hh[j] * kPartRow + 4 * cc[j]);
+          acc[j].x += w * v.x;
+          acc[j].y += w * v.y;
+          acc[j].z += w * v.z;
+          acc[j].w += w * v.w;
+        }
       }
     }
-    const float iv = invH[h];
-    const int64_t off = b * p.oS0 + (h0 + h) * p.oS1 + 4 * (c0 + cc);
-    if (p.outType == int(DType::BF16)) {
-      // Strides are even: two 4-byte stores (8-byte ones need % 4).
-      uint32_t *d =
-          reinterpret_cast<uint32_t *>(static_cast<uint16_t *>(p.out) + off);
-      d[0] = packBf16(acc.x * iv, acc.y * iv);
-      d[1] = packBf16(acc.z * iv, acc.w * iv);
-    } else {
-      storeF(p.out, p.outType, off, acc.x * iv);
-      storeF(p.out, p.outType, off + 1, acc.y * iv);
-      storeF(p.out, p.outType, off + 2, acc.z * iv);
-      storeF(p.out, p.outType, off + 3, acc.w * iv);
+#pragma unroll
+    for (int j = 0; j < kPerRound; ++j) {
+      if (hh[j] < 0)
+        continue;
+      const float iv = invH[hh[j]];
+      const int64_t off = b * p.oS0 + (h0 + hh[j]) * p.oS1 + 4 * cc[j];
+      if (p.outType == int(DType::BF16)) {
+        // Strides are even: two 4-byte stores (8-byte ones need % 4).
+        uint32_t *d =
+            reinterpret_cast<uint32_t *>(static_cast<uint16_t *>(p.out) + off);
+        d[0] = packBf16(acc[j].x * iv, acc[j].y * iv);
+        d[1] = packBf16(acc[j].z * iv, acc[j].w * iv);
+      } else {
+        storeF(p.out, p.outType, off, acc[j].x * iv);
+        storeF(p.out, p.outType, off + 1, acc[j].y * iv);
+        storeF(p.out, p.outType, off + 2, acc[j].z * iv);
+        storeF(p.out, p.outType, off + 3, acc[j].w * iv);
+      }
     }
   }
+  cluster.sync(); // no CTA exits while another reads its shared memory
 }
 
 template <bool kSplitK>
 __global__ void __launch_bounds__(kThreadsTc, 1)
     decodeTcKernel(DecodeParams p) {
   traceMark(p, 1);
-  if (p.clusterMerge)
-    clusterArriveRelaxed(); // matched by clusterWait in the merge
   pdlPrologue();
   traceMark(p, 2);
   extern __shared__ __align__(16) uint8_t smem[];
@@ -308,7 +284,6 @@ __global__ void __launch_bounds__(kThreadsTc, 1)
   float *redMax = reinterpret_cast<float *>(Ps + kHeads * kPRow);
   float *redSum = redMax + 4 * kHeads;
   float *Sred = redSum + 4 * kHeads; // [4 warps][16][kSRow] partial scores
-  float *recv = Sred + 4 * kHeads * kSRow; // the cluster merge's inbox
   uint32_t qf[kKSteps][4];           // this warp's Q fragments
 
   const int split = blockIdx.x, b = blockIdx.y, h0 = blockIdx.z * kHeads;
@@ -599,7 +574,8 @@ __global__ void __launch_bounds__(kThreadsTc, 1)
     return;
   }
   if (p.clusterMerge) {
-    clusterMergeEpilogue(p, o, inv, lseV, recv, Sred, b, h0);
+    clusterMergeEpilogue(p, o, inv, lseV, reinterpret_cast<float *>(Ks), Sred,
+                         b, h0);
     traceMark(p, 5);
     return;
   }
