@@ -191,6 +191,44 @@ TensorRef ten(void *p, DType t, std::initializer_list<int64_t> s) {
   return TensorRef::contiguous(p, t, s);
 }
 
+/// The compiled step's attention inputs (B=64, H=16, L=4096, block size
+/// 64 and a 65-block table per sequence as mla-gen emits them): a random
+/// cache in shuffled pages, random queries, every sequence L tokens long.
+struct StepShapeDecode {
+  static constexpr int64_t B = 64, H = 16, L = 4096, bs = 64, perSeq = 65,
+                           numBlocks = B * perSeq + 1;
+  Buffer cacheBuf, table, lens, q, out, lse;
+  KVCacheRef cache;
+
+  explicit StepShapeDecode(std::mt19937 &rng) {
+    cache.desc.numBlocks = numBlocks;
+    cache.desc.blockSize = bs;
+    cacheBuf = randomBf16(size_t(numBlocks * bs * 576), rng);
+    cache.data = cacheBuf.data();
+    std::vector<int32_t> ids(static_cast<size_t>(numBlocks - 1));
+    std::iota(ids.begin(), ids.end(), 1);
+    std::shuffle(ids.begin(), ids.end(), rng);
+    table = upload(ids);
+    lens = upload(std::vector<int32_t>(size_t(B), int32_t(L)));
+    q = randomBf16(size_t(B * H * 576), rng);
+    out = alloc(size_t(B * H * 512 * 2));
+    lse = alloc(size_t(B * H * 4));
+  }
+  /// The call with `splits` (0: the heuristic).
+  DecodeAttentionArgs args(int splits) const {
+    DecodeAttentionArgs a;
+    a.q = ten(q.data(), DType::BF16, {B, H, 576});
+    a.cache = cache;
+    a.blockTable = ten(table.data(), DType::I32, {B, perSeq});
+    a.seqLens = ten(lens.data(), DType::I32, {B});
+    a.softmaxScale = 0.1f;
+    a.out = ten(out.data(), DType::BF16, {B, H, 512});
+    a.lse = ten(lse.data(), DType::F32, {B, H});
+    a.numSplits = splits;
+    return a;
+  }
+};
+
 /// --decode-trace: the 16-head decode kernel's per-CTA timeline
 /// (DecodeTrace.h) for the step's shape (B=64, H=16, L=4096, bs 64) alone,
 /// then inside each compiled step of `steps` (eager and a graph replay).
@@ -214,30 +252,9 @@ void traceDecodes(const KernelLibrary &k, std::mt19937 &rng,
                           .c_str());
   };
   {
-    const int64_t B = 64, H = 16, L = 4096, bs = 64, perSeq = 65,
-                  numBlocks = B * perSeq + 1;
-    KVCacheRef cache;
-    cache.desc.numBlocks = numBlocks;
-    cache.desc.blockSize = bs;
-    Buffer cb = randomBf16(size_t(numBlocks * bs * 576), rng);
-    cache.data = cb.data();
-    std::vector<int32_t> ids(static_cast<size_t>(numBlocks - 1));
-    std::iota(ids.begin(), ids.end(), 1);
-    std::shuffle(ids.begin(), ids.end(), rng);
-    Buffer table = upload(ids);
-    Buffer lens = upload(std::vector<int32_t>(size_t(B), int32_t(L)));
-    Buffer q = randomBf16(size_t(B * H * 576), rng),
-           out = alloc(size_t(B * H * 512 * 2)), lse = alloc(size_t(B * H * 4));
+    const StepShapeDecode d(rng);
     for (int splits : {0, 1, 4}) {
-      DecodeAttentionArgs a;
-      a.q = ten(q.data(), DType::BF16, {B, H, 576});
-      a.cache = cache;
-      a.blockTable = ten(table.data(), DType::I32, {B, perSeq});
-      a.seqLens = ten(lens.data(), DType::I32, {B});
-      a.softmaxScale = 0.1f;
-      a.out = ten(out.data(), DType::BF16, {B, H, 512});
-      a.lse = ten(lse.data(), DType::F32, {B, H});
-      a.numSplits = splits;
+      const DecodeAttentionArgs a = d.args(splits);
       for (int i = 0; i < 3; ++i) // warm
         CHECK(k.decodeAttention(a, gStream));
       record("alone, B=64 L=4096 splits=" +
@@ -969,29 +986,10 @@ int main(int argc, char **argv) {
   // Decode attention at the step's shape (B=64, H=16, L=4096, 65-block
   // table as the compiled step has), heuristic (splits=0) and forced splits.
   if (!cacheOnly) {
-    const int64_t B = 64, H = 16, L = 4096, bs = 64, perSeq = 65, numBlocks = B * perSeq + 1;
-    KVCacheRef cache;
-    cache.desc.numBlocks = numBlocks;
-    cache.desc.blockSize = bs;
-    Buffer cb = randomBf16(size_t(numBlocks * bs * 576), rng);
-    cache.data = cb.data();
-    std::vector<int32_t> ids(static_cast<size_t>(numBlocks - 1));
-    std::iota(ids.begin(), ids.end(), 1);
-    std::shuffle(ids.begin(), ids.end(), rng);
-    Buffer table = upload(ids);
-    Buffer lens = upload(std::vector<int32_t>(size_t(B), int32_t(L)));
-    Buffer q = randomBf16(size_t(B * H * 576), rng), out = alloc(size_t(B * H * 512 * 2)),
-           lse = alloc(size_t(B * H * 4));
+    const StepShapeDecode d(rng);
+    const int64_t B = d.B, H = d.H, L = d.L;
     for (int splits : {0, 1, 2, 3, 4, 5, 6, 8}) {
-      DecodeAttentionArgs a;
-      a.q = ten(q.data(), DType::BF16, {B, H, 576});
-      a.cache = cache;
-      a.blockTable = ten(table.data(), DType::I32, {B, perSeq});
-      a.seqLens = ten(lens.data(), DType::I32, {B});
-      a.softmaxScale = 0.1f;
-      a.out = ten(out.data(), DType::BF16, {B, H, 512});
-      a.lse = ten(lse.data(), DType::F32, {B, H});
-      a.numSplits = splits;
+      const DecodeAttentionArgs a = d.args(splits);
       auto fn = [&] { CHECK(k.decodeAttention(a, gStream)); };
       double call = timeMs(fn, 20);
       double ms = graphMs(fn, 10, 10);
