@@ -19,7 +19,8 @@
 
 namespace mlart::bench {
 
-/// One CTA's record, as the kernel writes it (timestamps in ns).
+/// One CTA's record, in the kernel's order (cuda::DecodeTraceField in
+/// DecodeCommon.h; timestamps in ns).
 struct DecodeCtaTrace {
   uint64_t sm = 0, entry = 0, waited = 0, firstTile = 0, loopEnd = 0,
            exit = 0, drained = 0, stored = 0, synced = 0;

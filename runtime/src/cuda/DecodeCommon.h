@@ -112,19 +112,31 @@ struct DecodeParams : DecodeIo {
   /// one cluster and merge their partials through distributed shared memory
   /// (partOut/partLse unused).
   int clusterMerge;
-  /// Optional per-CTA timeline of the 16-head kernel (decodeTraceBuffer):
+  /// Optional per-CTA timeline of the 16-head kernel (setDecodeTraceBuffer):
   /// kDecodeTraceFields values per CTA, null when not tracing.
   unsigned long long *trace;
 };
 
-/// What the 16-head kernel's trace records per CTA, in order: the SM it
-/// ran on, then %globaltimer (ns) at entry, after the dependent-launch
-/// wait, when the first tile is in shared memory, after the last tile, at
-/// exit; then inside the epilogue: once thread 0's accumulators are final
-/// (the last tile's MMAs drained), once its output (or cluster partial)
-/// stores are issued, and after the cluster barrier that publishes the
-/// partials (= the previous mark without a cluster merge).
-constexpr int kDecodeTraceFields = 9;
+/// The 16-head kernel's trace record of one CTA, in this order (the order
+/// of mla-bench's DecodeCtaTrace): the SM it ran on, then %globaltimer (ns)
+/// at entry, after the dependent-launch wait, when the first tile is in
+/// shared memory, after the last tile, at exit; then inside the epilogue:
+/// once thread 0's accumulators are final (the last tile's MMAs drained),
+/// once its output (or cluster partial) stores are issued, and after the
+/// cluster barrier that publishes the partials (= the previous mark
+/// without a cluster merge).
+enum DecodeTraceField : int {
+  kTraceSm,
+  kTraceEntry,
+  kTraceWaited,
+  kTraceFirstTile,
+  kTraceLoopEnd,
+  kTraceExit,
+  kTraceDrained,
+  kTraceStored,
+  kTraceSynced,
+  kDecodeTraceFields
+};
 /// Tests and mla-bench --decode-trace: the decode launches that follow
 /// record into `buffer` (device memory of at least kDecodeTraceFields x
 /// CTAs values; null stops). A graph captured meanwhile keeps the pointer.

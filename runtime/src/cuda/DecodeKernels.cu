@@ -147,17 +147,19 @@ __device__ __forceinline__ unsigned long long globalTimerNs() {
   return t;
 }
 
-/// Field `k` of this CTA's trace record (thread 0 only; no-op untraced).
-__device__ __forceinline__ void traceMark(const DecodeParams &p, int k) {
+/// Field `k` of this CTA's trace record (thread 0 only; no-op untraced);
+/// the entry mark also records the SM.
+__device__ __forceinline__ void traceMark(const DecodeParams &p,
+                                          DecodeTraceField k) {
   if (!p.trace || threadIdx.x != 0)
     return;
   const int64_t cta =
       blockIdx.x + int64_t(gridDim.x) * (blockIdx.y + int64_t(gridDim.y) * blockIdx.z);
   unsigned long long *rec = p.trace + cta * kDecodeTraceFields;
-  if (k == 1) {
+  if (k == kTraceEntry) {
     unsigned sm;
     asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
-    rec[0] = sm;
+    rec[kTraceSm] = sm;
   }
   rec[k] = globalTimerNs();
 }
@@ -189,9 +191,9 @@ clusterMergeEpilogue(const DecodeParams &p, const float (&o)[16][4],
     partLse[g] = lseV[0];
     partLse[g + 8] = lseV[1];
   }
-  traceMark(p, 7);
+  traceMark(p, kTraceStored);
   cluster.sync(); // release/acquire: every rank's partial is visible
-  traceMark(p, 8);
+  traceMark(p, kTraceSynced);
 
   const int S = p.splits, rank = int(cluster.block_rank());
   float *lseAll = scratch;                          // [S][16]
@@ -274,9 +276,9 @@ clusterMergeEpilogue(const DecodeParams &p, const float (&o)[16][4],
 template <bool kSplitK>
 __global__ void __launch_bounds__(kThreadsTc, 1)
     decodeTcKernel(DecodeParams p) {
-  traceMark(p, 1);
+  traceMark(p, kTraceEntry);
   pdlPrologue();
-  traceMark(p, 2);
+  traceMark(p, kTraceWaited);
   extern __shared__ __align__(16) uint8_t smem[];
   uint16_t *Qs = reinterpret_cast<uint16_t *>(smem);
   uint16_t *Ks = Qs + kHeads * kRowEl;
@@ -350,7 +352,7 @@ __global__ void __launch_bounds__(kThreadsTc, 1)
     cpWait<1>();
     __syncthreads();
     if (tile == t0)
-      traceMark(p, 3);
+      traceMark(p, kTraceFirstTile);
     const uint16_t *K = Ks + buf * kTile * kRowEl;
 
     float s[2][4] = {{0, 0, 0, 0}, {0, 0, 0, 0}};
@@ -527,7 +529,7 @@ __global__ void __launch_bounds__(kThreadsTc, 1)
     __syncthreads(); // the next iteration overwrites this buffer and P
   }
   cpWait<0>();
-  traceMark(p, 4);
+  traceMark(p, kTraceLoopEnd);
 
   // Epilogue: normalised output (or partial) and LSE.
   float inv[2], lseV[2];
@@ -544,7 +546,7 @@ __global__ void __launch_bounds__(kThreadsTc, 1)
       z += o[i][0] + o[i][1] + o[i][2] + o[i][3];
     if (z == 1.5e38f) // never; keeps the sum
       p.trace[kDecodeTraceFields - 1] = 0;
-    traceMark(p, 6);
+    traceMark(p, kTraceDrained);
   }
   const int H = p.heads;
   if (p.splits == 1) {
@@ -564,19 +566,19 @@ __global__ void __launch_bounds__(kThreadsTc, 1)
         }
       }
     }
-    traceMark(p, 7);
-    traceMark(p, 8);
+    traceMark(p, kTraceStored);
+    traceMark(p, kTraceSynced);
     if (p.lse && q4 == 0 && warp == 0) {
       p.lse[b * p.lS0 + (h0 + g) * p.lS1] = lseV[0];
       p.lse[b * p.lS0 + (h0 + g + 8) * p.lS1] = lseV[1];
     }
-    traceMark(p, 5);
+    traceMark(p, kTraceExit);
     return;
   }
   if (p.clusterMerge) {
     clusterMergeEpilogue(p, o, inv, lseV, reinterpret_cast<float *>(Ks), Sred,
                          b, h0);
-    traceMark(p, 5);
+    traceMark(p, kTraceExit);
     return;
   }
   float *po = p.partOut + ((int64_t(b) * p.splits + split) * H) * kDv;
@@ -595,9 +597,9 @@ __global__ void __launch_bounds__(kThreadsTc, 1)
     pl[h0 + g] = lseV[0];
     pl[h0 + g + 8] = lseV[1];
   }
-  traceMark(p, 7);
-  traceMark(p, 8);
-  traceMark(p, 5);
+  traceMark(p, kTraceStored);
+  traceMark(p, kTraceSynced);
+  traceMark(p, kTraceExit);
 }
 
 
