@@ -191,16 +191,19 @@ TensorRef ten(void *p, DType t, std::initializer_list<int64_t> s) {
   return TensorRef::contiguous(p, t, s);
 }
 
-/// The compiled step's attention inputs (B=64, H=16, L=4096, block size
-/// 64 and a 65-block table per sequence as mla-gen emits them): a random
-/// cache in shuffled pages, random queries, every sequence L tokens long.
-struct StepShapeDecode {
-  static constexpr int64_t B = 64, H = 16, L = 4096, bs = 64, perSeq = 65,
-                           numBlocks = B * perSeq + 1;
+/// Inputs of one bf16 decode call: B sequences of L tokens, H heads, block
+/// size 64 and a table of `perSeq` blocks a sequence (the compiled step's
+/// 65 for L=4096), a random cache in shuffled pages, random queries.
+struct BenchDecode {
+  int64_t B, H, L, perSeq;
+  static constexpr int64_t bs = 64;
   Buffer cacheBuf, table, lens, q, out, lse;
   KVCacheRef cache;
 
-  explicit StepShapeDecode(std::mt19937 &rng) {
+  BenchDecode(int64_t B, int64_t H, int64_t L, int64_t perSeq,
+              std::mt19937 &rng)
+      : B(B), H(H), L(L), perSeq(perSeq) {
+    const int64_t numBlocks = B * perSeq + 1;
     cache.desc.numBlocks = numBlocks;
     cache.desc.blockSize = bs;
     cacheBuf = randomBf16(size_t(numBlocks * bs * 576), rng);
@@ -213,6 +216,10 @@ struct StepShapeDecode {
     q = randomBf16(size_t(B * H * 576), rng);
     out = alloc(size_t(B * H * 512 * 2));
     lse = alloc(size_t(B * H * 4));
+  }
+  /// The compiled step's shape: B=64, H=16, L=4096, 65 blocks a sequence.
+  static BenchDecode stepShape(std::mt19937 &rng) {
+    return BenchDecode(64, 16, 4096, 65, rng);
   }
   /// The call with `splits` (0: the heuristic).
   DecodeAttentionArgs args(int splits) const {
@@ -227,6 +234,11 @@ struct StepShapeDecode {
     a.numSplits = splits;
     return a;
   }
+  /// Bytes and FLOPs as FlashMLA counts them.
+  double bytes() const {
+    return double(B) * L * 1152 + double(B) * H * (576 + 512) * 2;
+  }
+  double flops() const { return 2.0 * B * H * L * (576 + 512); }
 };
 
 /// --decode-trace: the 16-head decode kernel's per-CTA timeline
@@ -252,7 +264,7 @@ void traceDecodes(const KernelLibrary &k, std::mt19937 &rng,
                           .c_str());
   };
   {
-    const StepShapeDecode d(rng);
+    const BenchDecode d = BenchDecode::stepShape(rng);
     for (int splits : {0, 1, 4}) {
       const DecodeAttentionArgs a = d.args(splits);
       for (int i = 0; i < 3; ++i) // warm
@@ -986,16 +998,14 @@ int main(int argc, char **argv) {
   // Decode attention at the step's shape (B=64, H=16, L=4096, 65-block
   // table as the compiled step has), heuristic (splits=0) and forced splits.
   if (!cacheOnly) {
-    const StepShapeDecode d(rng);
-    const int64_t B = d.B, H = d.H, L = d.L;
+    const BenchDecode d = BenchDecode::stepShape(rng);
     for (int splits : {0, 1, 2, 3, 4, 5, 6, 8}) {
       const DecodeAttentionArgs a = d.args(splits);
       auto fn = [&] { CHECK(k.decodeAttention(a, gStream)); };
       double call = timeMs(fn, 20);
       double ms = graphMs(fn, 10, 10);
-      const double bytes = double(B) * L * 1152 + double(B) * H * (576 + 512) * 2;
-      add("decode step-shape", "B=64 L=4096 s=" + std::to_string(splits), ms, bytes,
-          2.0 * B * H * L * (576 + 512), call);
+      add("decode step-shape", "B=64 L=4096 s=" + std::to_string(splits), ms,
+          d.bytes(), d.flops(), call);
     }
   }
 
@@ -1009,37 +1019,16 @@ int main(int argc, char **argv) {
                                : std::vector<int64_t>{1024, 8192}) {
         if (noH128 && H == 128 && B * L > 32 * 1024)
           continue;
-        const int64_t bs = 64, perSeq = L / bs, numBlocks = B * perSeq + 1;
-        KVCacheRef cache;
-        cache.desc.numBlocks = numBlocks;
-        cache.desc.blockSize = bs;
-        Buffer cb = randomBf16(size_t(numBlocks * bs * 576), rng);
-        cache.data = cb.data();
-        std::vector<int32_t> ids(static_cast<size_t>(numBlocks - 1));
-        std::iota(ids.begin(), ids.end(), 1);
-        std::shuffle(ids.begin(), ids.end(), rng);
-        Buffer table = upload(ids);
-        Buffer lens = upload(std::vector<int32_t>(size_t(B), int32_t(L)));
-        Buffer q = randomBf16(size_t(B * H * 576), rng), out = alloc(size_t(B * H * 512 * 2)),
-               lse = alloc(size_t(B * H * 4));
-        DecodeAttentionArgs a;
-        a.q = ten(q.data(), DType::BF16, {B, int64_t(H), 576});
-        a.cache = cache;
-        a.blockTable = ten(table.data(), DType::I32, {B, perSeq});
-        a.seqLens = ten(lens.data(), DType::I32, {B});
-        a.softmaxScale = 0.1f;
-        a.out = ten(out.data(), DType::BF16, {B, int64_t(H), 512});
-        a.lse = ten(lse.data(), DType::F32, {B, int64_t(H)});
+        const BenchDecode d(B, H, L, L / BenchDecode::bs, rng);
+        const DecodeAttentionArgs a = d.args(0);
         auto fn = [&] { CHECK(k.decodeAttention(a, gStream)); };
         double call = timeMs(fn, quick ? 10 : 30);
         double ms = graphMs(fn, B * L >= 32 * 8192 ? 4 : 20, 10);
         if (std::isnan(ms))
           ms = call;
-        const double bytes = double(B) * L * 1152 + double(B) * H * (576 + 512) * 2;
-        const double flops = 2.0 * B * H * L * (576 + 512);
         add("decode bf16 bs64", "H=" + std::to_string(H) + " B=" + std::to_string(B) +
                                     " L=" + std::to_string(L),
-            ms, bytes, flops, call);
+            ms, d.bytes(), d.flops(), call);
       }
 
   writeJson(jsonPath, dev->deviceName());

@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -124,78 +125,104 @@ TEST(CApi, BlockManagerRoundTrip) {
   mlart_block_manager_destroy(bm);
 }
 
-TEST(CApi, RopeCacheUpdateThroughTheCHeader) {
-  mlart_device *dev = nullptr;
-  ASSERT_EQ(mlart_device_create_cpu(&dev), nullptr);
-  mlart_kv_cache_desc desc = {2, 16, 128, 64, MLART_DTYPE_F32,
-                              MLART_CACHE_PLAIN};
-  mlart_kv_cache *cache = nullptr;
-  ASSERT_EQ(mlart_kv_cache_create(dev, &desc, 1.0f, &cache), nullptr);
-  EXPECT_EQ(mlart_kv_cache_row_bytes(cache), (128 + 64) * 4);
+namespace {
 
-  std::vector<float> kv(128, 0.5f), pe(64, 1.0f), cs(4 * 64, 0.0f);
-  for (int p = 0; p < 4; ++p)
-    for (int i = 0; i < 32; ++i)
-      cs[size_t(p * 64 + i)] = 1.0f; // cos 1, sin 0: identity rotation
-  int64_t slot = 17, pos = 2;
-  int64_t kvS[2] = {1, 128}, peS[2] = {1, 64}, one[1] = {1}, csS[2] = {4, 64};
-  mlart_rope_cache_update_args a = {};
-  a.kv_c = mlart_tensor_contiguous(kv.data(), MLART_DTYPE_F32, 2, kvS);
-  a.k_pe = mlart_tensor_contiguous(pe.data(), MLART_DTYPE_F32, 2, peS);
-  a.slot_mapping = mlart_tensor_contiguous(&slot, MLART_DTYPE_I64, 1, one);
-  a.cache = cache;
-  a.positions = mlart_tensor_contiguous(&pos, MLART_DTYPE_I64, 1, one);
-  a.cos_sin = mlart_tensor_contiguous(cs.data(), MLART_DTYPE_F32, 2, csS);
-  a.style = MLART_ROPE_NEOX;
-  ASSERT_EQ(mlart_rope_cache_update(dev, &a, nullptr), nullptr);
+/// One token's rope + cache update through the C header on the CPU device:
+/// a 2-block f32 plain cache (latent 128, rope 64) and a 4-position cos/sin
+/// table of the identity rotation (cos 1, sin 0). Owns device and cache;
+/// args() points into this object, so it stays where it was made.
+struct OneTokenRope {
+  mlart_device *dev = nullptr;
+  mlart_kv_cache *cache = nullptr;
+  std::vector<float> kv = std::vector<float>(128),
+                     pe = std::vector<float>(64), cs = identityCosSin();
+  int64_t slot = 0, pos = 0;
+  int64_t kvS[2] = {1, 128}, peS[2] = {1, 64}, one[1] = {1},
+          csS[2] = {4, 64};
+
+  OneTokenRope() = default;
+  OneTokenRope(const OneTokenRope &) = delete;
+  OneTokenRope &operator=(const OneTokenRope &) = delete;
+  ~OneTokenRope() {
+    if (cache)
+      mlart_kv_cache_destroy(cache);
+    if (dev)
+      mlart_device_destroy(dev);
+  }
+  /// Creates the device and the cache (use with ASSERT_NO_FATAL_FAILURE).
+  void create() {
+    ASSERT_EQ(mlart_device_create_cpu(&dev), nullptr);
+    mlart_kv_cache_desc desc = {2, 16, 128, 64, MLART_DTYPE_F32,
+                                MLART_CACHE_PLAIN};
+    ASSERT_EQ(mlart_kv_cache_create(dev, &desc, 1.0f, &cache), nullptr);
+  }
+  mlart_rope_cache_update_args args() {
+    mlart_rope_cache_update_args a = {};
+    a.kv_c = mlart_tensor_contiguous(kv.data(), MLART_DTYPE_F32, 2, kvS);
+    a.k_pe = mlart_tensor_contiguous(pe.data(), MLART_DTYPE_F32, 2, peS);
+    a.slot_mapping = mlart_tensor_contiguous(&slot, MLART_DTYPE_I64, 1, one);
+    a.cache = cache;
+    a.positions = mlart_tensor_contiguous(&pos, MLART_DTYPE_I64, 1, one);
+    a.cos_sin = mlart_tensor_contiguous(cs.data(), MLART_DTYPE_F32, 2, csS);
+    a.style = MLART_ROPE_NEOX;
+    return a;
+  }
+
+private:
+  static std::vector<float> identityCosSin() {
+    std::vector<float> c(4 * 64, 0.0f);
+    for (int p = 0; p < 4; ++p)
+      for (int i = 0; i < 32; ++i)
+        c[size_t(p * 64 + i)] = 1.0f;
+    return c;
+  }
+};
+
+} // namespace
+
+TEST(CApi, RopeCacheUpdateThroughTheCHeader) {
+  OneTokenRope t;
+  ASSERT_NO_FATAL_FAILURE(t.create());
+  EXPECT_EQ(mlart_kv_cache_row_bytes(t.cache), (128 + 64) * 4);
+  std::fill(t.kv.begin(), t.kv.end(), 0.5f);
+  std::fill(t.pe.begin(), t.pe.end(), 1.0f);
+  t.slot = 17;
+  t.pos = 2;
+  mlart_rope_cache_update_args a = t.args();
+  ASSERT_EQ(mlart_rope_cache_update(t.dev, &a, nullptr), nullptr);
   std::vector<float> row(192);
-  ASSERT_EQ(mlart_kv_cache_read_bytes(cache, 17 * 768, row.data(), 768),
+  ASSERT_EQ(mlart_kv_cache_read_bytes(t.cache, 17 * 768, row.data(), 768),
             nullptr);
   EXPECT_EQ(row[0], 0.5f);
   EXPECT_EQ(row[128], 1.0f);
 
-  pos = 4; // past the 4-row table
-  mlart_status st = mlart_rope_cache_update(dev, &a, nullptr);
+  t.pos = 4; // past the 4-row table
+  mlart_status st = mlart_rope_cache_update(t.dev, &a, nullptr);
   EXPECT_EQ(mlart_status_get_code(st), MLART_STATUS_OUT_OF_RANGE);
   EXPECT_NE(std::string(mlart_status_message(st)).find("positions[0] = 4"),
             std::string::npos);
   mlart_status_free(st);
-  mlart_kv_cache_destroy(cache);
-  mlart_device_destroy(dev);
 }
 
 // mlart_rope_cache_update_full: the latent norm and the out-of-place q_pe
-// source reach the kernel through the C struct: the written row is kv_c RMS-normalised (float64 check), q_pe
-// is rotated from q_pe_in (identity rotation: a copy), and an epsilon without
-// a weight, or a weight with epsilon 0, is rejected with nothing written.
+// source reach the kernel through the C struct: the written row is kv_c
+// RMS-normalised (float64 check), q_pe is rotated from q_pe_in (identity
+// rotation: a copy), and an epsilon without a weight, or a weight with
+// epsilon 0, is rejected with nothing written.
 TEST(CApi, RopeCacheUpdateLatentNormAndQPeSource) {
-  mlart_device *dev = nullptr;
-  ASSERT_EQ(mlart_device_create_cpu(&dev), nullptr);
-  mlart_kv_cache_desc desc = {2, 16, 128, 64, MLART_DTYPE_F32,
-                              MLART_CACHE_PLAIN};
-  mlart_kv_cache *cache = nullptr;
-  ASSERT_EQ(mlart_kv_cache_create(dev, &desc, 1.0f, &cache), nullptr);
+  OneTokenRope t;
+  ASSERT_NO_FATAL_FAILURE(t.create());
   std::mt19937 rng(std::random_device{}());
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-  std::vector<float> kv(128), pe(64), w(128), qIn(2 * 64), q(2 * 64, NAN),
-      cs(4 * 64, 0.0f);
-  for (std::vector<float> *v : {&kv, &pe, &w, &qIn})
+  std::vector<float> w(128), qIn(2 * 64), q(2 * 64, NAN);
+  for (std::vector<float> *v : {&t.kv, &t.pe, &w, &qIn})
     for (float &e : *v)
       e = u(rng);
-  for (int p = 0; p < 4; ++p)
-    for (int i = 0; i < 32; ++i)
-      cs[size_t(p * 64 + i)] = 1.0f; // cos 1, sin 0: identity rotation
-  int64_t slot = 5, pos = 1;
-  int64_t kvS[2] = {1, 128}, peS[2] = {1, 64}, one[1] = {1}, csS[2] = {4, 64},
-          wS[1] = {128}, qS[3] = {1, 2, 64};
+  t.slot = 5;
+  t.pos = 1;
+  int64_t wS[1] = {128}, qS[3] = {1, 2, 64};
   mlart_rope_cache_update_full_args a = {};
-  a.base.kv_c = mlart_tensor_contiguous(kv.data(), MLART_DTYPE_F32, 2, kvS);
-  a.base.k_pe = mlart_tensor_contiguous(pe.data(), MLART_DTYPE_F32, 2, peS);
-  a.base.slot_mapping = mlart_tensor_contiguous(&slot, MLART_DTYPE_I64, 1, one);
-  a.base.cache = cache;
-  a.base.positions = mlart_tensor_contiguous(&pos, MLART_DTYPE_I64, 1, one);
-  a.base.cos_sin = mlart_tensor_contiguous(cs.data(), MLART_DTYPE_F32, 2, csS);
-  a.base.style = MLART_ROPE_NEOX;
+  a.base = t.args();
   a.base.q_pe = mlart_tensor_contiguous(q.data(), MLART_DTYPE_F32, 3, qS);
   a.q_pe_in = mlart_tensor_contiguous(qIn.data(), MLART_DTYPE_F32, 3, qS);
   a.latent_norm_weight = mlart_tensor_contiguous(w.data(), MLART_DTYPE_F32, 1,
@@ -203,41 +230,39 @@ TEST(CApi, RopeCacheUpdateLatentNormAndQPeSource) {
   const float eps = 1e-6f;
   const size_t rowBytes = (128 + 64) * 4;
   std::vector<float> before(192), row(192);
-  ASSERT_EQ(mlart_kv_cache_read_bytes(cache, slot * rowBytes, before.data(),
+  ASSERT_EQ(mlart_kv_cache_read_bytes(t.cache, t.slot * rowBytes, before.data(),
                                       rowBytes),
             nullptr);
 
   // Must not write: a weight with epsilon 0, an epsilon without a weight.
-  mlart_status st = mlart_rope_cache_update_full(dev, &a, nullptr);
+  mlart_status st = mlart_rope_cache_update_full(t.dev, &a, nullptr);
   EXPECT_EQ(mlart_status_get_code(st), MLART_STATUS_INVALID_ARGUMENT);
   mlart_status_free(st);
   mlart_rope_cache_update_full_args noWeight = a;
   noWeight.latent_norm_weight = mlart_tensor{};
   noWeight.latent_norm_epsilon = eps;
-  st = mlart_rope_cache_update_full(dev, &noWeight, nullptr);
+  st = mlart_rope_cache_update_full(t.dev, &noWeight, nullptr);
   EXPECT_EQ(mlart_status_get_code(st), MLART_STATUS_INVALID_ARGUMENT);
   mlart_status_free(st);
-  ASSERT_EQ(mlart_kv_cache_read_bytes(cache, slot * rowBytes, row.data(),
+  ASSERT_EQ(mlart_kv_cache_read_bytes(t.cache, t.slot * rowBytes, row.data(),
                                       rowBytes),
             nullptr);
   EXPECT_EQ(std::memcmp(row.data(), before.data(), rowBytes), 0);
 
   a.latent_norm_epsilon = eps;
-  ASSERT_EQ(mlart_rope_cache_update_full(dev, &a, nullptr), nullptr);
-  ASSERT_EQ(mlart_kv_cache_read_bytes(cache, slot * rowBytes, row.data(),
+  ASSERT_EQ(mlart_rope_cache_update_full(t.dev, &a, nullptr), nullptr);
+  ASSERT_EQ(mlart_kv_cache_read_bytes(t.cache, t.slot * rowBytes, row.data(),
                                       rowBytes),
             nullptr);
   double ss = 0;
-  for (float v : kv)
+  for (float v : t.kv)
     ss += double(v) * v;
   const double inv = 1.0 / std::sqrt(ss / 128 + eps);
   for (int i = 0; i < 128; ++i)
-    EXPECT_NEAR(row[size_t(i)], kv[size_t(i)] * inv * w[size_t(i)], 1e-5) << i;
+    EXPECT_NEAR(row[size_t(i)], t.kv[size_t(i)] * inv * w[size_t(i)], 1e-5) << i;
   for (int i = 0; i < 64; ++i)
-    EXPECT_EQ(row[size_t(128 + i)], pe[size_t(i)]) << i;
+    EXPECT_EQ(row[size_t(128 + i)], t.pe[size_t(i)]) << i;
   EXPECT_EQ(q, qIn) << "q_pe rotated (identity) from q_pe_in";
-  mlart_kv_cache_destroy(cache);
-  mlart_device_destroy(dev);
 }
 
 TEST(CApi, LinearWithAddendMatchesFloat64) {

@@ -221,15 +221,25 @@ mlart_status mlart_rms_norm(mlart_device *device,
   });
 }
 
+namespace {
+
+/// x, weight and out, the operands both linear entry points have.
+Status toLinearArgs(const mlart_tensor &x, const mlart_tensor &weight,
+                    const mlart_tensor &out, LinearArgs &a) {
+  MLART_RETURN_IF_ERROR(toTensorRef(x, "x", a.x));
+  MLART_RETURN_IF_ERROR(toTensorRef(weight, "weight", a.weight));
+  return toTensorRef(out, "out", a.out);
+}
+
+} // namespace
+
 mlart_status mlart_linear(mlart_device *device, const mlart_linear_args *args,
                           mlart_stream *stream) {
   return guarded([&]() -> Status {
     StreamHandle h;
     MLART_RETURN_IF_ERROR(checkCall(device, args, stream, h));
     LinearArgs a;
-    MLART_RETURN_IF_ERROR(toTensorRef(args->x, "x", a.x));
-    MLART_RETURN_IF_ERROR(toTensorRef(args->weight, "weight", a.weight));
-    MLART_RETURN_IF_ERROR(toTensorRef(args->out, "out", a.out));
+    MLART_RETURN_IF_ERROR(toLinearArgs(args->x, args->weight, args->out, a));
     return kernelsOf(device).linear(a, h);
   });
 }
@@ -241,9 +251,7 @@ mlart_status mlart_linear_addend(mlart_device *device,
     StreamHandle h;
     MLART_RETURN_IF_ERROR(checkCall(device, args, stream, h));
     LinearArgs a;
-    MLART_RETURN_IF_ERROR(toTensorRef(args->x, "x", a.x));
-    MLART_RETURN_IF_ERROR(toTensorRef(args->weight, "weight", a.weight));
-    MLART_RETURN_IF_ERROR(toTensorRef(args->out, "out", a.out));
+    MLART_RETURN_IF_ERROR(toLinearArgs(args->x, args->weight, args->out, a));
     MLART_RETURN_IF_ERROR(toTensorRef(args->addend, "addend", a.addend));
     return kernelsOf(device).linear(a, h);
   });
