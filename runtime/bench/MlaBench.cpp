@@ -360,8 +360,8 @@ void benchStepGemms(const KernelLibrary &k, std::mt19937 &rng) {
     std::string tag = " [cublas]";
     if (mode >= 0) {
       const mlart::cuda::SkinnyVariant v = mlart::cuda::skinnyVariant(mode);
-      tag = " [skinny v" + digit + " st" + std::to_string(v.stages) + " sp<=" +
-            std::to_string(v.maxSplit) + (v.prefetch ? " pf]" : " nopf]");
+      tag = " [skinny v" + digit + " sp<=" + std::to_string(v.maxSplit) +
+            (v.earlyWeights ? " early-w]" : " late-w]");
     }
     Status s = calls[0].fn(calls[0].copies[0]);
     if (!s.ok()) { // no cuBLAS: the library reports Unavailable

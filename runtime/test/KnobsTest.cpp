@@ -25,7 +25,8 @@ constexpr Knob kAll[] = {Knob::Pdl,        Knob::DecodeCluster,
                          Knob::SkinnyVariant, Knob::GemmLt, Knob::GemmAutotune,
                          Knob::UpdateKernel, Knob::UpdateUnroll,
                          Knob::UpdateCtasPerSm, Knob::UpdateEarly,
-                         Knob::UpdateHints, Knob::UpdateStages};
+                         Knob::UpdateHints, Knob::UpdateStages,
+                         Knob::DecodeBarrier};
 static_assert(std::size(kAll) == kKnobCount);
 
 /// The documented defaults (docs/cuda.md, "Environment knobs").
@@ -37,7 +38,8 @@ const std::map<std::string, int> kDefaults = {
     {"MLART_GEMM_LT", 1}, {"MLART_GEMM_AUTOTUNE", 1},
     {"MLART_UPDATE_KERNEL", 2}, {"MLART_UPDATE_UNROLL", 8},
     {"MLART_UPDATE_CTAS_PER_SM", 0}, {"MLART_UPDATE_EARLY", 1},
-    {"MLART_UPDATE_HINTS", 1}, {"MLART_UPDATE_STAGES", 2}};
+    {"MLART_UPDATE_HINTS", 1}, {"MLART_UPDATE_STAGES", 2},
+    {"MLART_DECODE_BARRIER", 0}};
 
 TEST(Knobs, TableNamesAndDefaults) {
   for (Knob k : kAll) {
@@ -115,10 +117,10 @@ TEST(Knobs, Variants) {
         v);
   for (const char *bad : {"3", "-1", "12", "1 ", "a"})
     expectRefused(Knob::DecodeManyVariant, bad);
-  for (int v = 0; v <= 4; ++v)
+  for (int v = 0; v <= 2; ++v)
     EXPECT_EQ(parseKnob(Knob::SkinnyVariant, std::to_string(v).c_str()).value,
               v);
-  for (const char *bad : {"5", "9", "-1", "00", "4 "})
+  for (const char *bad : {"3", "9", "-1", "00", "2 "})
     expectRefused(Knob::SkinnyVariant, bad);
 }
 
@@ -154,8 +156,8 @@ TEST(Knobs, ReadKnobsWarnsOncePerInvalidKnob) {
   EXPECT_EQ(warnings,
             "mlart: ignoring MLART_DECODE_CLUSTER='yes' (expected 0 or 1); "
             "using the default 1\n"
-            "mlart: ignoring MLART_SKINNY_VARIANT='7' (expected 0, 1, 2, 3 or "
-            "4); using the default 0\n");
+            "mlart: ignoring MLART_SKINNY_VARIANT='7' (expected 0, 1 or 2); "
+            "using the default 0\n");
 
   gFakeEnv.clear();
   warnings.clear();

@@ -164,12 +164,12 @@ Status linear(CudaContext &ctx, const LinearArgs &a, cudaStream_t s) {
   MLART_RETURN_IF_ERROR(cpu::validateLinear(a));
   const int64_t T = a.x.sizes[0], K = a.x.sizes[1], N = a.weight.sizes[0];
   MLART_RETURN_IF_ERROR(checkGemmTypes(a.x, a.weight, a.out, "linear"));
-  // The residual in the epilogue needs D = A B + C with C != D: cuBLASLt.
-  if (a.addend.present())
-    return ctx.blasLt->linear(s, a);
   StatusOr<bool> skinny = skinnyLinear(ctx, a, s);
   if (!skinny.ok() || *skinny)
     return skinny.status();
+  // The residual in the epilogue needs D = A B + C with C != D: cuBLASLt.
+  if (a.addend.present())
+    return ctx.blasLt->linear(s, a);
   if (ltForPlainLinear())
     return ctx.blasLt->linear(s, a);
   // Column-major: out^T [N, T] = W [N, K] (stored as K x N col-major, op T)

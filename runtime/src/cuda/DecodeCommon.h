@@ -112,6 +112,9 @@ struct DecodeParams : DecodeIo {
   /// one cluster and merge their partials through distributed shared memory
   /// (partOut/partLse unused).
   int clusterMerge;
+  /// The cluster merge's barriers: 0 cooperative_groups' cluster.sync(),
+  /// 1 a cluster-scope fence and relaxed arrives (MLART_DECODE_BARRIER).
+  int relaxedBarrier;
   /// Optional per-CTA timeline of the 16-head kernel (setDecodeTraceBuffer):
   /// kDecodeTraceFields values per CTA, null when not tracing.
   unsigned long long *trace;

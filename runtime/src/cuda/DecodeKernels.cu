@@ -192,7 +192,16 @@ clusterMergeEpilogue(const DecodeParams &p, const float (&o)[16][4],
     partLse[g + 8] = lseV[1];
   }
   traceMark(p, kTraceStored);
-  cluster.sync(); // release/acquire: every rank's partial is visible
+  // Release/acquire: every rank's partial is visible. cluster.sync() is
+  // lowered by ptxas to a GPU-scope MEMBAR before the barrier
+  // (docs/performance.md, session 7); the relaxed form fences at cluster
+  // scope only.
+  if (p.relaxedBarrier)
+    asm volatile("fence.acq_rel.cluster;\n"
+                 "barrier.cluster.arrive.relaxed.aligned;\n"
+                 "barrier.cluster.wait.aligned;\n" ::: "memory");
+  else
+    cluster.sync();
   traceMark(p, kTraceSynced);
 
   const int S = p.splits, rank = int(cluster.block_rank());
@@ -270,7 +279,14 @@ clusterMergeEpilogue(const DecodeParams &p, const float (&o)[16][4],
       }
     }
   }
-  cluster.sync(); // no CTA exits while another reads its shared memory
+  // No CTA exits while another reads its shared memory: every rank's remote
+  // loads have returned (their values are stored above), so the barrier
+  // orders nothing else and needs no fence.
+  if (p.relaxedBarrier)
+    asm volatile("barrier.cluster.arrive.relaxed.aligned;\n"
+                 "barrier.cluster.wait.aligned;\n" ::: "memory");
+  else
+    cluster.sync();
 }
 
 template <bool kSplitK>
@@ -978,6 +994,7 @@ Status decodeAttention(CudaContext &ctx, const DecodeAttentionArgs &a,
                                              maxLen);
   p.splits = splits;
   p.trace = gDecodeTrace.load(std::memory_order_relaxed);
+  p.relaxedBarrier = knobValue(Knob::DecodeBarrier);
   p.partOut = nullptr;
   p.partLse = nullptr;
   p.clusterMerge = 0;

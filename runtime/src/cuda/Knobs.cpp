@@ -25,8 +25,7 @@ constexpr KnobChoice kUpdateKernels[] = {{"0", 0}, {"1", 1}, {"2", 2}};
 constexpr KnobChoice kUpdateStages[] = {
     {"1", 1}, {"2", 2}, {"3", 3}, {"4", 4}, {"6", 6}};
 constexpr KnobChoice kManyVariant[] = {{"0", 0}, {"1", 1}, {"2", 2}};
-constexpr KnobChoice kSkinnyVariantChoices[] = {
-    {"0", 0}, {"1", 1}, {"2", 2}, {"3", 3}, {"4", 4}};
+constexpr KnobChoice kSkinnyVariantChoices[] = {{"0", 0}, {"1", 1}, {"2", 2}};
 static_assert(std::size(kSkinnyVariantChoices) == kSkinnyVariants,
               "one MLART_SKINNY_VARIANT choice per variant");
 
@@ -58,6 +57,9 @@ constexpr KnobSpec kKnobs[kKnobCount] = {
     spec(Knob::UpdateEarly, "MLART_UPDATE_EARLY", 1, kOffOn),
     spec(Knob::UpdateHints, "MLART_UPDATE_HINTS", 1, kUpdateHints),
     spec(Knob::UpdateStages, "MLART_UPDATE_STAGES", 2, kUpdateStages),
+    // 0: cooperative_groups' cluster.sync() (a GPU-scope fence, then the
+    // barrier); 1: a cluster-scope fence and relaxed barriers (session 8).
+    spec(Knob::DecodeBarrier, "MLART_DECODE_BARRIER", 0, kOffOn),
 };
 
 constexpr bool inKnobOrder() {
@@ -74,7 +76,8 @@ constexpr int kNoOverride = INT_MIN;
 std::atomic<int> overrides[kKnobCount] = {
     kNoOverride, kNoOverride, kNoOverride, kNoOverride, kNoOverride,
     kNoOverride, kNoOverride, kNoOverride, kNoOverride, kNoOverride,
-    kNoOverride, kNoOverride, kNoOverride, kNoOverride, kNoOverride};
+    kNoOverride, kNoOverride, kNoOverride, kNoOverride, kNoOverride,
+    kNoOverride};
 
 const KnobValues &environmentKnobs() {
   static const KnobValues values = [] {

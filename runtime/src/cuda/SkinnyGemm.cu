@@ -1,28 +1,27 @@
-//===- SkinnyGemm.cu - Split-K weight-streaming GEMM for M <= 64 ---------===//
+//===- SkinnyGemm.cu - Weight-resident split-K GEMM for M <= 64 ----------===//
 //
-// out[M, N] = x[M, K] @ W with M <= 64 rows (a decode batch) runs at the
-// speed W streams from DRAM. One CTA (four warps): a 64-column tile and a
-// K slice; the `split` CTAs of a cluster cover K.
+// out[M, N] = x[M, K] @ W (+ addend) with M <= 64 rows (a decode batch).
+// One CTA (eight warps) owns a tile of 32 * warpsN columns and one K slice;
+// the `split` CTAs of a cluster cover K (SkinnyGemmPlan.h chooses).
 //
-//  0. Before waiting for the previous kernel (programmatic dependent
-//     launch) the CTA may ask L2 to prefetch its W slice
-//     (cp.async.bulk.prefetch.L2: nothing is written to registers or shared
-//     memory, L2 is the coherence point). Everything else follows the wait.
-//  1. The slice streams through a ring of `STAGES` shared-memory slots, one
-//     64-wide chunk of K each: x's [16 * MT, 64] and W's 64 x 64 block,
-//     128-byte rows with the 16-byte units XOR-swizzled by row. All 128
-//     threads issue 16-byte cp.async for chunk c + STAGES - 1 while chunk c
-//     is multiplied (the sm80 multistage pipeline): STAGES - 1 chunks, up to
-//     112 KB, are in flight per CTA. Rows >= M, columns >= N and k >= K are
-//     zero-filled by the copy (src-size), so the MMAs need no masks.
-//  2. Warp w takes k16 step w of every chunk: ldmatrix A (x) and B (W;
-//     .trans for the per-head [K, N] layout), mma.sync m16n8k16 into the
-//     full [16 * MT, 64] f32 tile.
-//  3. The four warps' tiles are summed in shared memory in a fixed order,
-//     a cluster barrier publishes the CTA's tile, and each CTA sums one
-//     share of the tile over the cluster's CTAs (distributed shared memory,
-//     rank order) and stores it. No workspace, no atomics: deterministic
-//     and graph-capturable.
+//  0. W is a weight, never an output of the previous kernel: the CTA copies
+//     its whole W slice into shared memory (16-byte cp.async, one group)
+//     *before* the dependent-launch wait, so the copy overlaps the previous
+//     kernel's tail. (Variant 1 issues it after the wait, for A/B.)
+//  1. After the wait, x's [16 * MT, kSlice] slice follows in `xGroups`
+//     cp.async groups along K, so the MMAs on the first group start while
+//     the others land. Rows >= M, columns >= N and k >= K are zero-filled by
+//     the copy (src-size 0), so the MMAs need no masks. Shared-memory rows
+//     are padded by 16 bytes: ldmatrix's eight row reads hit eight bank
+//     groups.
+//  2. Warp (wn, wk) computes columns [32 wn, 32 wn + 32) of the tile over
+//     the k16 steps s with s % warpsK == wk: ldmatrix A (x) and B (W;
+//     .trans for the per-head [K, N] layout), mma.sync m16n8k16, f32.
+//  3. The warpsK partial tiles are summed in shared memory in a fixed
+//     order; a cluster barrier publishes the CTA's tile, and each CTA sums
+//     one share of the tile over the cluster (distributed shared memory,
+//     rank order), adds the addend and stores. No workspace, no atomics:
+//     deterministic and graph-capturable.
 //
 //===----------------------------------------------------------------------===//
 #include "cuda/SkinnyGemm.h"
@@ -33,6 +32,9 @@
 #include <cooperative_groups.h>
 
 #include <atomic>
+#include <map>
+#include <mutex>
+#include <tuple>
 
 namespace mlart::cuda {
 
@@ -43,11 +45,13 @@ namespace {
 std::atomic<uint64_t> gLaunches{0};
 
 struct SkinnyParams {
-  const uint16_t *x, *w;
+  const uint16_t *x, *w, *addend;
   uint16_t *out;
-  int64_t xRow, xBatch, wRow, wBatch, oRow, oBatch, oCol;
+  int64_t xRow, xBatch, wRow, wBatch, oRow, oBatch, oCol, aRow, aCol;
   int m, n, k;
-  int split, kSlice, pStride, prefetch;
+  int split, kSlice, warpsN, xGroups, wStride, xStride, pStride;
+  int earlyWeights;
+  uint32_t wBytes; ///< x's slice starts here in shared memory
 };
 
 template <bool Bf16>
@@ -72,109 +76,136 @@ template <bool Bf16> __device__ __forceinline__ uint16_t toBits(float v) {
     return floatToF16Bits(v);
 }
 
-/// Byte offset of 16-byte unit u of row r in a tile of 128-byte rows:
-/// ldmatrix reads unit u of eight consecutive rows, which land in eight
-/// distinct bank groups.
-__device__ __forceinline__ uint32_t swz(int r, int u) {
-  return uint32_t(r * 128 + ((u ^ (r & 7)) << 4));
+template <bool Bf16> __device__ __forceinline__ float fromBits(uint16_t b) {
+  if constexpr (Bf16)
+    return __uint_as_float(uint32_t(b) << 16);
+  else
+    return __half2float(__ushort_as_half(b));
+}
+
+/// Waits until at most `n` (0..4) of this thread's cp.async groups are
+/// pending; the count must be an immediate.
+__device__ __forceinline__ void cpWaitGroupUpTo(int n) {
+  switch (n) {
+  case 0:
+    sm90::cpWaitGroup<0>();
+    break;
+  case 1:
+    sm90::cpWaitGroup<1>();
+    break;
+  case 2:
+    sm90::cpWaitGroup<2>();
+    break;
+  case 3:
+    sm90::cpWaitGroup<3>();
+    break;
+  default:
+    sm90::cpWaitGroup<4>();
+    break;
+  }
 }
 
 /// MT: 16-row tiles of M. KMajor: W is [N, K] (linear) rather than [K, N].
-template <int MT, bool KMajor, bool Bf16, int STAGES>
-__global__ void __launch_bounds__(kSkinnyThreads, 1)
+template <int MT, bool KMajor, bool Bf16>
+__global__ void __launch_bounds__(kSkinnyThreads, kSkinnyCtasPerSmByRegisters)
     skinnyGemmKernel(const __grid_constant__ SkinnyParams p) {
   constexpr int ROWS = 16 * MT;
-  constexpr uint32_t SLOT = (ROWS + kSkinnyTileCols) * 128; // x rows, W rows
   extern __shared__ __align__(128) uint8_t smem[];
   const int tid = int(threadIdx.x), lane = tid & 31, warp = tid >> 5;
+  const int warpsK = kSkinnyWarps / p.warpsN;
+  const int wn = warp % p.warpsN, wk = warp / p.warpsN;
   const int rank = int(blockIdx.x) % p.split;
   const int tile = int(blockIdx.x) / p.split;
+  const int tileCols = int(kSkinnyWarpCols) * p.warpsN;
   const int64_t b = blockIdx.y;
   const int kBegin = rank * p.kSlice;
-  const int kLen = max(0, min(p.kSlice, p.k - kBegin));
-  const int kEnd = kBegin + kLen;
-  const int n0 = tile * int(kSkinnyTileCols);
+  const int kEnd = min(p.k, kBegin + p.kSlice);
+  const int n0 = tile * tileCols;
   const uint16_t *xb = p.x + b * p.xBatch;
   const uint16_t *wb = p.w + b * p.wBatch;
+  const uint32_t wSmem = sm90::smemU32(smem);
+  const uint32_t xSmem = wSmem + p.wBytes;
 
-  // 0. W is a weight, not an output of the previous kernel; only L2 sees
-  // the prefetch. Segment lengths are whole 16-byte units inside the rows.
-  if (p.prefetch && kLen > 0) {
+  // 0. The W slice, 16-byte units: KMajor rows are columns n (kSlice / 8
+  // units each), per-head rows are k (tileCols / 8 units each).
+  auto loadWeights = [&] {
     if constexpr (KMajor) {
-      for (int r = tid; r < kSkinnyTileCols && n0 + r < p.n; r += kSkinnyThreads)
-        sm90::prefetchL2Bulk(wb + int64_t(n0 + r) * p.wRow + kBegin,
-                             uint32_t(kLen) * 2);
-    } else {
-      const int cols = min(int(kSkinnyTileCols), p.n - n0) & ~7;
-      if (cols > 0)
-        for (int r = tid; r < kLen; r += kSkinnyThreads)
-          sm90::prefetchL2Bulk(wb + int64_t(kBegin + r) * p.wRow + n0,
-                               uint32_t(cols) * 2);
-    }
-  }
-  pdlPrologue(); // x comes from the previous kernel
-
-  const uint32_t ring = sm90::smemU32(smem);
-  // 1. Chunk c of the slice into slot s: MT (x) + 4 (W) copies a thread.
-  auto load = [&](int c, int s) {
-    const uint32_t xs = ring + uint32_t(s) * SLOT;
-    const uint32_t ws = xs + ROWS * 128;
-    const int kc = kBegin + c * int(kSkinnyChunk);
-#pragma unroll
-    for (int q = 0; q < MT; ++q) {
-      const int i = tid + q * kSkinnyThreads;
-      const int r = i >> 3, u = i & 7, kk = kc + 8 * u;
-      const bool ok = r < p.m && kk < kEnd;
-      sm90::cpAsync16(xs + swz(r, u), ok ? xb + r * p.xRow + kk : p.x, ok);
-    }
-#pragma unroll
-    for (int q = 0; q < 4; ++q) {
-      const int i = tid + q * kSkinnyThreads;
-      const int r = i >> 3, u = i & 7;
-      if constexpr (KMajor) { // row r is column n0 + r
-        const int kk = kc + 8 * u;
+      const int per = p.kSlice / 8, units = tileCols * per;
+      for (int i = tid; i < units; i += kSkinnyThreads) {
+        const int r = i / per, u = i - r * per, kk = kBegin + 8 * u;
         const bool ok = n0 + r < p.n && kk < kEnd;
-        sm90::cpAsync16(ws + swz(r, u),
+        sm90::cpAsync16(wSmem + uint32_t((r * p.wStride + 8 * u) * 2),
                         ok ? wb + int64_t(n0 + r) * p.wRow + kk : p.w, ok);
-      } else { // row r is k = kc + r, unit u columns n0 + 8u ..
-        const int kk = kc + r, nn = n0 + 8 * u;
+      }
+    } else {
+      const int per = tileCols / 8, units = p.kSlice * per;
+      for (int i = tid; i < units; i += kSkinnyThreads) {
+        const int r = i / per, u = i - r * per;
+        const int kk = kBegin + r, nn = n0 + 8 * u;
         const int bytes = kk < kEnd ? 2 * max(0, min(8, p.n - nn)) : 0;
-        sm90::cpAsync16Bytes(ws + swz(r, u),
+        sm90::cpAsync16Bytes(wSmem + uint32_t((r * p.wStride + 8 * u) * 2),
                              bytes ? wb + int64_t(kk) * p.wRow + nn : p.w,
                              bytes);
       }
     }
+    sm90::cpCommit();
   };
+  if (p.earlyWeights)
+    loadWeights();
+  pdlPrologue(); // x and the addend come from earlier kernels
+  if (!p.earlyWeights)
+    loadWeights();
 
-  float acc[MT][8][4];
+  // 1. x's slice in xGroups groups of whole k16 steps.
+  const int steps = p.kSlice / 16;
+  auto groupBegin = [&](int g) { return g * steps / p.xGroups; };
+  for (int g = 0; g < p.xGroups; ++g) {
+    const int s0 = groupBegin(g), s1 = groupBegin(g + 1);
+    const int per = 2 * (s1 - s0), units = ROWS * per;
+    for (int i = tid; i < units; i += kSkinnyThreads) {
+      const int r = i / per, u = 2 * s0 + (i - r * per), kk = kBegin + 8 * u;
+      const bool ok = r < p.m && kk < kEnd;
+      sm90::cpAsync16(xSmem + uint32_t((r * p.xStride + 8 * u) * 2),
+                      ok ? xb + r * p.xRow + kk : p.x, ok);
+    }
+    sm90::cpCommit();
+  }
+
+  float acc[MT][4][4];
 #pragma unroll
   for (int i = 0; i < MT; ++i)
 #pragma unroll
-    for (int j = 0; j < 8; ++j)
+    for (int j = 0; j < 4; ++j)
 #pragma unroll
       for (int e = 0; e < 4; ++e)
         acc[i][j][e] = 0.0f;
 
-  // 2. Warp w: k16 step w of the chunk in slot s.
+  // 2. Step s: k = 16 s .. 16 s + 15 of the slice.
+  const int nw = int(kSkinnyWarpCols) * wn; // the warp's first column
   auto compute = [&](int s) {
-    const uint32_t xs = ring + uint32_t(s) * SLOT;
-    const uint32_t ws = xs + ROWS * 128;
+    const int k0 = 16 * s;
     uint32_t a[MT][4];
 #pragma unroll
     for (int i = 0; i < MT; ++i)
-      sm90::ldsm4(a[i], xs + swz(16 * i + (lane & 7) + 8 * ((lane >> 3) & 1),
-                                 2 * warp + (lane >> 4)));
+      sm90::ldsm4(a[i], xSmem + uint32_t(((16 * i + (lane & 15)) * p.xStride +
+                                          k0 + 8 * (lane >> 4)) *
+                                         2));
 #pragma unroll
-    for (int jp = 0; jp < 4; ++jp) {
-      // b[0], b[1]: n8 tile 2 jp (k 0-7, 8-15); b[2], b[3]: tile 2 jp + 1.
+    for (int jp = 0; jp < 2; ++jp) {
+      // bq[0], bq[1]: n8 tile 2 jp (k 0-7, 8-15); bq[2], bq[3]: 2 jp + 1.
       uint32_t bq[4];
       if constexpr (KMajor)
-        sm90::ldsm4(bq, ws + swz(16 * jp + (lane & 7) + 8 * (lane >> 4),
-                                 2 * warp + ((lane >> 3) & 1)));
+        sm90::ldsm4(bq, wSmem + uint32_t(((nw + 16 * jp + (lane & 7) +
+                                           8 * (lane >> 4)) *
+                                              p.wStride +
+                                          k0 + 8 * ((lane >> 3) & 1)) *
+                                         2));
       else
-        sm90::ldsm4T(bq, ws + swz(16 * warp + (lane & 7) +
-                                      8 * ((lane >> 3) & 1),
-                                  2 * jp + (lane >> 4)));
+        sm90::ldsm4T(bq, wSmem + uint32_t(((k0 + (lane & 7) +
+                                            8 * ((lane >> 3) & 1)) *
+                                               p.wStride +
+                                           nw + 16 * jp + 8 * (lane >> 4)) *
+                                          2));
 #pragma unroll
       for (int i = 0; i < MT; ++i) {
         mma16816<Bf16>(acc[i][2 * jp], a[i], bq[0], bq[1]);
@@ -182,36 +213,27 @@ __global__ void __launch_bounds__(kSkinnyThreads, 1)
       }
     }
   };
-
-  const int chunks = (kLen + int(kSkinnyChunk) - 1) / int(kSkinnyChunk);
-#pragma unroll
-  for (int s = 0; s < STAGES - 1; ++s) {
-    if (s < chunks)
-      load(s, s);
-    sm90::cpCommit(); // empty groups keep the count uniform
+  for (int g = 0; g < p.xGroups; ++g) {
+    cpWaitGroupUpTo(p.xGroups - 1 - g); // W and x groups <= g: this thread's
+    __syncthreads();                    // ... and everyone's
+    const int s1 = groupBegin(g + 1);
+    int s = groupBegin(g);
+    s += (wk - s % warpsK + warpsK) % warpsK; // first step of this warp
+    for (; s < s1; s += warpsK)
+      compute(s);
   }
-#pragma unroll 1
-  for (int c = 0; c < chunks; ++c) {
-    sm90::cpWaitGroup<STAGES - 2>(); // chunk c has landed (this thread's)
-    __syncthreads(); // ... everyone's; slot (c - 1) % STAGES is free
-    const int next = c + STAGES - 1;
-    if (next < chunks)
-      load(next, next % STAGES);
-    sm90::cpCommit();
-    compute(c % STAGES);
-  }
-  sm90::cpWaitAll();
-  __syncthreads(); // the ring becomes the partial tiles
+  __syncthreads(); // W and x are dead: the partial tiles go over them
 
-  // 3. Partial tiles [4 warps][ROWS][pStride].
+  // 3. Partial tiles [warpsK][ROWS][pStride]; warp (wn, wk) fills its 32
+  // columns of slab wk.
   float *part = reinterpret_cast<float *>(smem);
   {
     const int g = lane >> 2, t = lane & 3;
-    float *mine = part + warp * ROWS * p.pStride;
+    float *mine = part + wk * ROWS * p.pStride + nw;
 #pragma unroll
     for (int i = 0; i < MT; ++i)
 #pragma unroll
-      for (int j = 0; j < 8; ++j) {
+      for (int j = 0; j < 4; ++j) {
         float *r0 = mine + (16 * i + g) * p.pStride + 8 * j + 2 * t;
         *reinterpret_cast<float2 *>(r0) =
             make_float2(acc[i][j][0], acc[i][j][1]);
@@ -220,19 +242,19 @@ __global__ void __launch_bounds__(kSkinnyThreads, 1)
       }
   }
   __syncthreads();
-  constexpr int colVecs = int(kSkinnyTileCols) / 4;
+  const int colVecs = tileCols / 4;
   const int units = p.m * colVecs;
-  for (int e = tid; e < units; e += kSkinnyThreads) {
-    const int r = e / colVecs, col = (e - r * colVecs) * 4;
-    float4 s = *reinterpret_cast<const float4 *>(part + r * p.pStride + col);
-#pragma unroll
-    for (int q = 1; q < kSkinnyThreads / 32; ++q) {
-      const float4 v = *reinterpret_cast<const float4 *>(
-          part + (q * ROWS + r) * p.pStride + col);
-      s.x += v.x, s.y += v.y, s.z += v.z, s.w += v.w;
+  if (warpsK > 1)
+    for (int e = tid; e < units; e += kSkinnyThreads) {
+      const int r = e / colVecs, col = (e - r * colVecs) * 4;
+      float4 s = *reinterpret_cast<const float4 *>(part + r * p.pStride + col);
+      for (int q = 1; q < warpsK; ++q) {
+        const float4 v = *reinterpret_cast<const float4 *>(
+            part + (q * ROWS + r) * p.pStride + col);
+        s.x += v.x, s.y += v.y, s.z += v.z, s.w += v.w;
+      }
+      *reinterpret_cast<float4 *>(part + r * p.pStride + col) = s;
     }
-    *reinterpret_cast<float4 *>(part + r * p.pStride + col) = s;
-  }
   cg::cluster_group cluster = cg::this_cluster();
   if (p.split > 1)
     cluster.sync(); // every CTA's tile is complete and visible
@@ -256,8 +278,12 @@ __global__ void __launch_bounds__(kSkinnyThreads, 1)
     const int n = n0 + col;
 #pragma unroll
     for (int j = 0; j < 4; ++j)
-      if (n + j < p.n)
-        ob[r * p.oRow + int64_t(n + j) * p.oCol] = toBits<Bf16>(v[j]);
+      if (n + j < p.n) {
+        float y = v[j];
+        if (p.addend)
+          y += fromBits<Bf16>(p.addend[r * p.aRow + int64_t(n + j) * p.aCol]);
+        ob[r * p.oRow + int64_t(n + j) * p.oCol] = toBits<Bf16>(y);
+      }
   }
   if (p.split > 1)
     cluster.sync(); // no CTA leaves while another still reads its tile
@@ -265,31 +291,23 @@ __global__ void __launch_bounds__(kSkinnyThreads, 1)
 
 using KernelFn = void (*)(SkinnyParams);
 
-template <bool KMajor, bool Bf16, int STAGES> KernelFn pickMt(int mTiles) {
+template <bool KMajor, bool Bf16> KernelFn pickMt(int mTiles) {
   switch (mTiles) {
   case 1:
-    return skinnyGemmKernel<1, KMajor, Bf16, STAGES>;
+    return skinnyGemmKernel<1, KMajor, Bf16>;
   case 2:
-    return skinnyGemmKernel<2, KMajor, Bf16, STAGES>;
+    return skinnyGemmKernel<2, KMajor, Bf16>;
   case 3:
-    return skinnyGemmKernel<3, KMajor, Bf16, STAGES>;
+    return skinnyGemmKernel<3, KMajor, Bf16>;
   default:
-    return skinnyGemmKernel<4, KMajor, Bf16, STAGES>;
+    return skinnyGemmKernel<4, KMajor, Bf16>;
   }
 }
 
-template <int STAGES>
-KernelFn pickLayout(int mTiles, bool kMajor, bool bf16) {
+KernelFn pickKernel(int mTiles, bool kMajor, bool bf16) {
   if (kMajor)
-    return bf16 ? pickMt<true, true, STAGES>(mTiles)
-                : pickMt<true, false, STAGES>(mTiles);
-  return bf16 ? pickMt<false, true, STAGES>(mTiles)
-              : pickMt<false, false, STAGES>(mTiles);
-}
-
-KernelFn pickKernel(const SkinnyGemmPlan &plan, bool kMajor, bool bf16) {
-  return plan.stages == 4 ? pickLayout<4>(plan.mTiles, kMajor, bf16)
-                          : pickLayout<8>(plan.mTiles, kMajor, bf16);
+    return bf16 ? pickMt<true, true>(mTiles) : pickMt<true, false>(mTiles);
+  return bf16 ? pickMt<false, true>(mTiles) : pickMt<false, false>(mTiles);
 }
 
 bool sameSkinnyType(const TensorRef &x, const TensorRef &w,
@@ -298,34 +316,88 @@ bool sameSkinnyType(const TensorRef &x, const TensorRef &w,
          w.dtype == x.dtype && out.dtype == x.dtype;
 }
 
+/// CTAs of the kernel the current device holds at once in clusters of
+/// `split` with `smemBytes` of shared memory each: the driver's answer for
+/// the largest instantiation, cached per (device, split, smem in KB). 0 on
+/// any error (the plan then keeps to what is known to fit).
+int64_t residentCtas(int split, int64_t smemBytes) {
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess)
+    return 0;
+  const int64_t kb = (smemBytes + 1023) / 1024;
+  static std::mutex mu;
+  static std::map<std::tuple<int, int, int64_t>, int64_t> known;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = known.find({device, split, kb});
+    if (it != known.end())
+      return it->second;
+  }
+  KernelFn kernel = pickKernel(4, true, true);
+  int64_t ctas = 0;
+  if (allowDynamicSmem(kernel, size_t(kb * 1024), "skinnyGemmKernel").ok()) {
+    const LaunchShape shape{dim3(unsigned(split)), dim3(kSkinnyThreads),
+                            size_t(kb * 1024), unsigned(split)};
+    const LaunchConfig cfg(shape, nullptr, /*pdl=*/false);
+    int clusters = 0;
+    if (cudaOccupancyMaxActiveClusters(&clusters, kernel, cfg.get()) ==
+        cudaSuccess)
+      ctas = int64_t(clusters) * split;
+    else
+      (void)cudaGetLastError(); // not sticky; the plan avoids this split
+  }
+  std::lock_guard<std::mutex> lock(mu);
+  known[{device, split, kb}] = ctas;
+  return ctas;
+}
+
+std::optional<SkinnyGemmPlan> planOnDevice(const SkinnyGemmProblem &prob,
+                                          int sms) {
+  return planSkinnyGemm(prob, sms, residentCtas,
+                        skinnyVariant(skinnyGemmVariant()));
+}
+
+struct Epilogue {
+  int64_t oRow = 0, oBatch = 0, oCol = 1;
+  const TensorRef *addend = nullptr;
+};
+
 Status launch(const SkinnyGemmPlan &plan, const SkinnyGemmProblem &prob,
               const TensorRef &x, const TensorRef &w, const TensorRef &out,
-              int64_t oRow, int64_t oBatch, int64_t oCol,
-              cudaStream_t stream) {
+              const Epilogue &epi, cudaStream_t stream) {
   SkinnyParams p;
   p.x = static_cast<const uint16_t *>(x.data);
   p.w = static_cast<const uint16_t *>(w.data);
   p.out = static_cast<uint16_t *>(out.data);
+  p.addend = epi.addend ? static_cast<const uint16_t *>(epi.addend->data)
+                        : nullptr;
+  p.aRow = epi.addend ? epi.addend->strides[0] : 0;
+  p.aCol = epi.addend ? epi.addend->strides[1] : 0;
   p.xRow = prob.xRow;
   p.xBatch = prob.xBatch;
   p.wRow = prob.wRow;
   p.wBatch = prob.wBatch;
-  p.oRow = oRow;
-  p.oBatch = oBatch;
-  p.oCol = oCol;
+  p.oRow = epi.oRow;
+  p.oBatch = epi.oBatch;
+  p.oCol = epi.oCol;
   p.m = int(prob.m);
   p.n = int(prob.n);
   p.k = int(prob.k);
   p.split = plan.split;
   p.kSlice = int(plan.kSlice);
+  p.warpsN = plan.warpsN;
+  p.xGroups = plan.xGroups;
+  p.wStride = plan.wStride;
+  p.xStride = plan.xStride;
   p.pStride = plan.pStride;
-  p.prefetch = plan.prefetch ? 1 : 0;
-  KernelFn kernel =
-      pickKernel(plan, prob.weightKMajor, x.dtype == DType::BF16);
+  p.earlyWeights = plan.earlyWeights ? 1 : 0;
+  p.wBytes = uint32_t(plan.wBytes);
+  KernelFn kernel = pickKernel(plan.mTiles, prob.weightKMajor,
+                               x.dtype == DType::BF16);
   MLART_RETURN_IF_ERROR(
       allowDynamicSmem(kernel, size_t(plan.smemBytes), "skinnyGemmKernel"));
-  // The kernel begins with pdlPrologue(); a cluster of `split` CTAs shares
-  // a column tile.
+  // The kernel waits in pdlPrologue() after its weight copy; a cluster of
+  // `split` CTAs shares a column tile.
   const LaunchShape shape{
       dim3(unsigned(plan.nTiles * plan.split), unsigned(prob.batch)),
       dim3(unsigned(plan.threads())), size_t(plan.smemBytes),
@@ -338,15 +410,15 @@ Status launch(const SkinnyGemmPlan &plan, const SkinnyGemmProblem &prob,
 
 } // namespace
 
-// Off unless MLART_SKINNY_GEMM=1: on the H200 (2026-12-03, mla-bench
-// --gemm-only) the five step projections took 56.9 us here against 24.1 us
-// through cuBLAS (docs/cuda.md), so cuBLAS stays the default.
+// Off unless MLART_SKINNY_GEMM=1 until the H200 measures this design
+// against cuBLAS in the step (docs/cuda.md: the two earlier designs lost).
 bool skinnyGemmEnabled() { return knobValue(Knob::SkinnyGemm) == 1; }
 
 int skinnyGemmVariant() { return knobValue(Knob::SkinnyVariant); }
 
 std::optional<SkinnyGemmProblem> linearProblem(const LinearArgs &a) {
-  if (!sameSkinnyType(a.x, a.weight, a.out))
+  if (!sameSkinnyType(a.x, a.weight, a.out) ||
+      (a.addend.present() && a.addend.dtype != a.out.dtype))
     return std::nullopt;
   SkinnyGemmProblem p;
   p.weightKMajor = true;
@@ -382,25 +454,21 @@ std::optional<SkinnyGemmProblem> perHeadProblem(const TensorRef &x,
 }
 
 std::optional<SkinnyGemmPlan> skinnyLinearPlan(const LinearArgs &a,
-                                               int smCount) {
+                                               int sms) {
   if (!skinnyGemmEnabled())
     return std::nullopt;
   std::optional<SkinnyGemmProblem> prob = linearProblem(a);
-  return prob ? planSkinnyGemm(*prob, smCount,
-                               skinnyVariant(skinnyGemmVariant()))
-              : std::nullopt;
+  return prob ? planOnDevice(*prob, sms) : std::nullopt;
 }
 
 std::optional<SkinnyGemmPlan> skinnyPerHeadPlan(const TensorRef &x,
                                                 const TensorRef &w,
                                                 const TensorRef &out,
-                                                int smCount) {
+                                                int sms) {
   if (!skinnyGemmEnabled())
     return std::nullopt;
   std::optional<SkinnyGemmProblem> prob = perHeadProblem(x, w, out);
-  return prob ? planSkinnyGemm(*prob, smCount,
-                               skinnyVariant(skinnyGemmVariant()))
-              : std::nullopt;
+  return prob ? planOnDevice(*prob, sms) : std::nullopt;
 }
 
 StatusOr<bool> skinnyLinear(CudaContext &ctx, const LinearArgs &a,
@@ -408,9 +476,12 @@ StatusOr<bool> skinnyLinear(CudaContext &ctx, const LinearArgs &a,
   std::optional<SkinnyGemmPlan> plan = skinnyLinearPlan(a, ctx.smCount);
   if (!plan)
     return false;
-  MLART_RETURN_IF_ERROR(launch(*plan, *linearProblem(a), a.x, a.weight, a.out,
-                               a.out.strides[0], 0, a.out.strides[1],
-                               stream));
+  Epilogue epi;
+  epi.oRow = a.out.strides[0];
+  epi.oCol = a.out.strides[1];
+  epi.addend = a.addend.present() ? &a.addend : nullptr;
+  MLART_RETURN_IF_ERROR(
+      launch(*plan, *linearProblem(a), a.x, a.weight, a.out, epi, stream));
   return true;
 }
 
@@ -420,9 +491,12 @@ StatusOr<bool> skinnyPerHead(CudaContext &ctx, const TensorRef &x,
   std::optional<SkinnyGemmPlan> plan = skinnyPerHeadPlan(x, w, out, ctx.smCount);
   if (!plan)
     return false;
-  MLART_RETURN_IF_ERROR(launch(*plan, *perHeadProblem(x, w, out), x, w, out,
-                               out.strides[0], out.strides[1], out.strides[2],
-                               stream));
+  Epilogue epi;
+  epi.oRow = out.strides[0];
+  epi.oBatch = out.strides[1];
+  epi.oCol = out.strides[2];
+  MLART_RETURN_IF_ERROR(
+      launch(*plan, *perHeadProblem(x, w, out), x, w, out, epi, stream));
   return true;
 }
 

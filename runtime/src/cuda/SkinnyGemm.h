@@ -1,9 +1,11 @@
-//===- SkinnyGemm.h - Split-K weight-streaming GEMM for M <= 64 (internal) ===//
+//===- SkinnyGemm.h - Weight-resident split-K GEMM for M <= 64 (internal) -===//
 //
 // At decode batch sizes (M <= 64 rows) a projection is bound by streaming
-// its weight from DRAM once; cuBLAS's small-tile kernels reach only about a
-// third of the copy bandwidth there. linear, qAbsorb and vUp (Blas.cu) try
-// this kernel first and fall back to cuBLAS when it does not apply.
+// its weight from DRAM once, and cuBLAS's kernels cannot start that before
+// the previous kernel ends. This kernel copies its weight slice while the
+// previous kernel still runs (dependent launch). linear (also with an
+// addend), qAbsorb and vUp (Blas.cu) try it first and fall back to cuBLAS
+// when it does not apply.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MLART_CUDA_SKINNYGEMM_H
@@ -24,22 +26,21 @@ bool skinnyGemmEnabled();
 /// or anything else: 0.
 int skinnyGemmVariant();
 
-/// The problem of linear (x [T, K] @ W[N, K]^T) or of a per-head product
-/// (x [B, H, K] @ w[H, K, N]); nullopt for a dtype the kernel lacks (it
-/// runs bf16 and f16; x, weight and out of one type).
+/// The problem of linear (x [T, K] @ W[N, K]^T, + addend) or of a per-head
+/// product (x [B, H, K] @ w[H, K, N]); nullopt for a dtype the kernel lacks
+/// (it runs bf16 and f16; x, weight, out and addend of one type).
 std::optional<SkinnyGemmProblem> linearProblem(const LinearArgs &a);
 std::optional<SkinnyGemmProblem> perHeadProblem(const TensorRef &x,
                                                 const TensorRef &w,
                                                 const TensorRef &out);
 
-/// The plan linear / qAbsorb / vUp would launch on `smCount` SMs, nullopt
-/// when they would call cuBLAS (disabled, dtype, shape or alignment).
-std::optional<SkinnyGemmPlan> skinnyLinearPlan(const LinearArgs &a,
-                                               int smCount);
+/// The plan linear / qAbsorb / vUp would launch on the current device (of
+/// `sms` SMs), nullopt when they would call cuBLAS (disabled, dtype, shape,
+/// alignment, or slices too large for one wave).
+std::optional<SkinnyGemmPlan> skinnyLinearPlan(const LinearArgs &a, int sms);
 std::optional<SkinnyGemmPlan> skinnyPerHeadPlan(const TensorRef &x,
                                                 const TensorRef &w,
-                                                const TensorRef &out,
-                                                int smCount);
+                                                const TensorRef &out, int sms);
 
 /// Launches the skinny kernel for checked operands when it applies.
 /// Returns true when launched, false when the caller must use cuBLAS.

@@ -1,12 +1,15 @@
 //===- SkinnyGemmPlan.h - Launch shape of the skinny GEMM (pure C++) ------===//
 //
-// The split-K weight-streaming GEMM (SkinnyGemm.cu) covers out[M, N] =
-// x[M, K] @ W for M <= 64, where the cost is streaming W from DRAM once.
-// A CTA owns a 64-column tile and one K slice, which it streams through a
-// multi-stage cp.async ring in 64-wide chunks of K; the `split` CTAs of a
-// thread-block cluster share a column tile and sum their f32 partials
-// through distributed shared memory. This header chooses that shape; it
-// has no CUDA dependency so a CPU unit test can check the choices.
+// The skinny GEMM (SkinnyGemm.cu) covers out[M, N] = x[M, K] @ W (+ addend)
+// for M <= 64 rows, a decode batch. Its weight W does not depend on the
+// previous kernel, so each CTA copies its whole W slice into shared memory
+// *before* the dependent-launch wait, while the previous kernel still runs;
+// after the wait only x (from L2), the MMAs and the split-K sum remain.
+//
+// A CTA owns `tileCols` columns (32 per warp column) and one K slice; the
+// `split` CTAs of a thread-block cluster share a column tile and sum their
+// f32 partials through distributed shared memory. This header chooses that
+// shape; it has no CUDA dependency so a CPU unit test can check the choices.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MLART_CUDA_SKINNYGEMMPLAN_H
@@ -14,44 +17,42 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <optional>
 
 namespace mlart::cuda {
 
-/// K elements of one pipeline stage: 128-byte rows of x and W in shared
-/// memory (eight 16-byte units, XOR-swizzled for ldmatrix).
-constexpr int64_t kSkinnyChunk = 64;
-/// Columns of a CTA's tile (eight n8 MMA tiles).
-constexpr int64_t kSkinnyTileCols = 64;
 constexpr int64_t kSkinnyMaxM = 64;
-/// Four warps; each takes one k16 step of every stage.
-constexpr int kSkinnyThreads = 128;
+/// Eight warps: warpsN columns of 32 output columns times warpsK slices of
+/// the k16 steps.
+constexpr int kSkinnyThreads = 256;
+constexpr int kSkinnyWarps = kSkinnyThreads / 32;
+constexpr int64_t kSkinnyWarpCols = 32;
 /// Largest cluster: the portable limit.
 constexpr int kSkinnyMaxSplit = 8;
-/// Usable shared memory of one SM (228 KB less 1 KB per CTA).
-constexpr int64_t kSkinnySmemPerSm = 227 * 1024;
+/// Usable shared memory of one CTA (227 KB opt-in on sm_90).
+constexpr int64_t kSkinnySmemPerCta = 227 * 1024;
+/// The operand slices a plan may hold in shared memory; the rest of the SM
+/// stays free for a neighbouring kernel's CTA (dependent launch overlap).
+constexpr int64_t kSkinnySmemBudget = 200 * 1024;
+/// Shared-memory rows are padded by 16 bytes so that ldmatrix's eight
+/// 16-byte row reads hit eight distinct bank groups.
+constexpr int64_t kSkinnyRowPad = 8;
 
-/// A/B variants of the launch (MLART_SKINNY_VARIANT, SkinnyGemm.h): ring
-/// depth, the largest cluster, and whether a CTA prefetches its W slice
-/// into L2 before waiting for the previous kernel.
+/// A/B variants of the launch (MLART_SKINNY_VARIANT, SkinnyGemm.h).
 struct SkinnyVariant {
-  int stages = 8;   ///< ring slots: 4 or 8
-  int maxSplit = 4; ///< 1..kSkinnyMaxSplit
-  bool prefetch = true;
+  bool earlyWeights = true; ///< copy W before the dependent-launch wait
+  int maxSplit = kSkinnyMaxSplit;
 };
-constexpr int kSkinnyVariants = 5;
-/// Variant v (0 is the default): 0 = 8 stages, split <= 4, prefetch;
-/// 1 = 4 stages; 2 = split <= 2; 3 = split <= 8; 4 = no prefetch.
+constexpr int kSkinnyVariants = 3;
+/// Variant v (0 is the default): 0 = W before the wait, split <= 8;
+/// 1 = W after the wait (what the early copy is worth); 2 = split <= 2.
 inline SkinnyVariant skinnyVariant(int v) {
   SkinnyVariant s;
   if (v == 1)
-    s.stages = 4;
+    s.earlyWeights = false;
   else if (v == 2)
     s.maxSplit = 2;
-  else if (v == 3)
-    s.maxSplit = 8;
-  else if (v == 4)
-    s.prefetch = false;
   return s;
 }
 
@@ -67,82 +68,126 @@ struct SkinnyGemmProblem {
 };
 
 struct SkinnyGemmPlan {
-  int mTiles = 0;     ///< 16-row MMA tiles covering M (1..4)
-  int stages = 0;     ///< ring slots
-  int split = 0;      ///< cluster size: CTAs per column tile, one K slice each
-  bool prefetch = false;
-  int64_t kSlice = 0; ///< K elements per CTA, a multiple of kSkinnyChunk
-  int64_t nTiles = 0; ///< column tiles per batch entry
-  int64_t ctas = 0;   ///< nTiles * batch * split
-  int pStride = 0;    ///< row stride of the f32 partial tiles, floats
-  int64_t smemBytes = 0;
+  int mTiles = 0;       ///< 16-row MMA tiles covering M (1..4)
+  int warpsN = 0;       ///< warp columns; tileCols = 32 * warpsN
+  int warpsK = 0;       ///< warps sharing a column, kSkinnyWarps / warpsN
+  int64_t tileCols = 0; ///< output columns per CTA
+  int split = 0;        ///< cluster size: CTAs per column tile
+  int64_t kSlice = 0;   ///< K elements per CTA, a multiple of 16
+  int xGroups = 0;      ///< x arrives in this many cp.async groups (1..4)
+  bool earlyWeights = false;
+  int64_t nTiles = 0;   ///< column tiles per batch entry
+  int64_t ctas = 0;     ///< nTiles * batch * split
+  int wStride = 0;      ///< shared-memory row of W, elements
+  int xStride = 0;      ///< shared-memory row of x, elements
+  int pStride = 0;      ///< row of the f32 partial tiles, floats
+  int64_t wBytes = 0, xBytes = 0, partBytes = 0;
+  int64_t smemBytes = 0; ///< max(wBytes + xBytes, partBytes)
   int threads() const { return kSkinnyThreads; }
 };
+
+/// How many CTAs of a cluster size can be resident at once for a CTA of
+/// `smemBytes` (the runtime asks cudaOccupancyMaxActiveClusters; a CPU test
+/// passes a model). A second wave costs what the model says it costs.
+using SkinnyResidency = std::function<int64_t(int split, int64_t smemBytes)>;
 
 namespace detail {
 inline int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 } // namespace detail
 
-/// The launch shape for `prob` on a GPU of `smCount` SMs, or nullopt when
-/// the skinny kernel does not apply (M > 64, K not a multiple of 8, rows
-/// not 16-byte aligned, ...).
+/// The launch shape for `prob`, or nullopt when the skinny kernel does not
+/// apply (M > 64, K not a multiple of 8, rows not 16-byte aligned, slices
+/// too large for shared memory, ...).
 ///
-/// Shared memory: `stages` slots of (16 * mTiles + 64) rows of 128 bytes,
-/// or the four warps' f32 partial tiles if larger. The split s (cluster
-/// size, 1..maxSplit, every rank with K) minimises the chunks streamed by
-/// the busiest SM, ceil(ctas / SMs) * ceil(chunks / s), with every CTA
-/// resident at once (one wave); ties go to the larger split (more CTAs,
-/// more bytes in flight).
+/// Candidates: tiles of 32, 64 or 128 columns times splits 1, 2, 4, 8 on
+/// `sms` SMs. The cost of a candidate is what the busiest SM moves: per
+/// CTA, half its W slice (copied while the previous kernel runs), its x
+/// slice and the partials its cluster exchanges, times the CTAs that SM
+/// runs (side by side, or in a second wave when `residency` says the
+/// clusters do not all fit). Ties go to more CTAs, then to the smaller
+/// split.
 inline std::optional<SkinnyGemmPlan>
-planSkinnyGemm(const SkinnyGemmProblem &p, int smCount,
+planSkinnyGemm(const SkinnyGemmProblem &p, int sms,
+               const SkinnyResidency &residency,
                SkinnyVariant v = SkinnyVariant()) {
   using detail::ceilDiv;
   if (p.m < 1 || p.m > kSkinnyMaxM || p.n < 1 || p.n > (int64_t(1) << 30) ||
       p.k < 8 || p.k % 8 || p.k > (int64_t(1) << 30) || p.batch < 1 ||
       p.batch > 65535)
     return std::nullopt;
-  if (v.stages != 4 && v.stages != 8)
-    return std::nullopt;
   // Every row segment is copied with 16-byte cp.async.
   if (p.x % 16 || (p.m > 1 && p.xRow % 8) || (p.batch > 1 && p.xBatch % 8))
     return std::nullopt;
   if (p.w % 16 || p.wRow % 8 || (p.batch > 1 && p.wBatch % 8))
     return std::nullopt;
-  SkinnyGemmPlan c;
-  c.mTiles = int(ceilDiv(p.m, 16));
-  c.stages = v.stages;
-  c.prefetch = v.prefetch;
-  c.nTiles = ceilDiv(p.n, kSkinnyTileCols);
-  const int64_t rows = 16 * int64_t(c.mTiles);
-  const int64_t ring = int64_t(v.stages) * (rows + kSkinnyTileCols) * 128;
-  // + 8 floats: the eight rows of an accumulator store hit distinct banks.
-  c.pStride = int(kSkinnyTileCols + 8);
-  const int64_t parts = int64_t(kSkinnyThreads / 32) * rows * c.pStride * 4;
-  c.smemBytes = std::max(ring, parts);
-  const int64_t perSm =
-      std::max<int64_t>(1, std::min<int64_t>(2, kSkinnySmemPerSm /
-                                                    (c.smemBytes + 1024)));
-  const int64_t sms = std::max(1, smCount);
-  const int64_t chunks = ceilDiv(p.k, kSkinnyChunk);
-  const int64_t tiles = c.nTiles * p.batch;
-  int64_t bestCost = -1;
-  for (int s = 1; s <= std::min<int64_t>(std::max(1, v.maxSplit),
-                                         std::min<int64_t>(kSkinnyMaxSplit,
-                                                           chunks));
-       ++s) {
-    if ((s - 1) * ceilDiv(chunks, s) >= chunks)
-      continue; // a rank without K
-    if (s > 1 && tiles * s > sms * perSm)
-      break; // a second wave
-    const int64_t cost = ceilDiv(tiles * s, sms) * ceilDiv(chunks, s);
-    if (bestCost < 0 || cost <= bestCost) {
-      bestCost = cost;
-      c.split = s;
+  const int mTiles = int(ceilDiv(p.m, 16));
+  const int64_t rows = 16 * int64_t(mTiles);
+  std::optional<SkinnyGemmPlan> best;
+  int64_t bestCost = 0;
+  for (int warpsN : {1, 2, 4}) {
+    const int64_t cols = kSkinnyWarpCols * warpsN;
+    const int64_t nTiles = ceilDiv(p.n, cols);
+    for (int split = 1; split <= std::min(v.maxSplit, kSkinnyMaxSplit);
+         split *= 2) {
+      const int64_t kSlice = ceilDiv(ceilDiv(p.k, split), 16) * 16;
+      if ((split - 1) * kSlice >= p.k)
+        break; // a rank without K
+      SkinnyGemmPlan c;
+      c.mTiles = mTiles;
+      c.warpsN = warpsN;
+      c.warpsK = kSkinnyWarps / warpsN;
+      c.tileCols = cols;
+      c.split = split;
+      c.kSlice = kSlice;
+      c.xGroups = int(std::min<int64_t>(4, kSlice / 16));
+      c.earlyWeights = v.earlyWeights;
+      c.nTiles = nTiles;
+      c.ctas = nTiles * p.batch * split;
+      c.xStride = int(kSlice + kSkinnyRowPad);
+      c.wStride = int(p.weightKMajor ? kSlice + kSkinnyRowPad
+                                     : cols + kSkinnyRowPad);
+      c.pStride = int(cols + 4);
+      c.wBytes = (p.weightKMajor ? cols : kSlice) * c.wStride * 2;
+      c.xBytes = rows * c.xStride * 2;
+      c.partBytes = int64_t(c.warpsK) * rows * c.pStride * 4;
+      c.smemBytes = std::max(c.wBytes + c.xBytes, c.partBytes);
+      if (c.wBytes + c.xBytes > kSkinnySmemBudget ||
+          c.smemBytes > kSkinnySmemPerCta)
+        continue;
+      const int64_t resident = residency(split, c.smemBytes);
+      if (resident < split)
+        continue; // not even one cluster fits
+      const int64_t exchanged =
+          split > 1 ? 2 * rows * cols * 4 * (split - 1) / split : 0;
+      // CTAs the busiest SM runs, one after another or side by side.
+      const int64_t load =
+          ceilDiv(c.ctas, std::min<int64_t>(std::max(1, sms), resident));
+      const int64_t cost = (kSlice * cols + c.xBytes + exchanged) * load;
+      if (!best || cost < bestCost ||
+          (cost == bestCost && c.ctas > best->ctas)) {
+        best = c;
+        bestCost = cost;
+      }
     }
   }
-  c.kSlice = ceilDiv(chunks, c.split) * kSkinnyChunk;
-  c.ctas = tiles * c.split;
-  return c;
+  return best;
+}
+
+/// CTAs of the kernel an SM holds by registers (__launch_bounds__ in
+/// SkinnyGemm.cu: at most 128 registers a thread).
+constexpr int64_t kSkinnyCtasPerSmByRegisters = 2;
+
+/// The residency model of a GPU of `sms` SMs with `smemPerSm` bytes of
+/// shared memory each and every cluster size placeable on any SM (the CPU
+/// tests; the runtime asks the driver).
+inline SkinnyResidency simpleResidency(int sms,
+                                       int64_t smemPerSm = 228 * 1024) {
+  return [sms, smemPerSm](int split, int64_t smemBytes) {
+    const int64_t perSm =
+        std::min(kSkinnyCtasPerSmByRegisters,
+                 std::max<int64_t>(1, smemPerSm / (smemBytes + 1024)));
+    return int64_t(sms) * perSm / split * split;
+  };
 }
 
 } // namespace mlart::cuda

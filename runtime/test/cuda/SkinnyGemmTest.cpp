@@ -14,7 +14,9 @@
 #include <cuda_runtime.h>
 
 #include <cstdlib>
+#include <cstdio>
 #include <string>
+#include <tuple>
 
 using namespace mlart;
 using namespace mlart::cudatest;
@@ -111,23 +113,29 @@ void expectView(const Arr &ref, const std::vector<uint8_t> &got,
 /// The tolerance of the existing GEMM tests: bf16 (f16) output rounding.
 constexpr double kTol = 1e-2;
 
-/// linear x [M, K] (a view of [M, K + xPad]) @ W [N, K]^T into the [M, N]
-/// view at (1, 8) of a poisoned [M + 2, N + 24] buffer, skinny on and off.
+/// linear x [M, K] (a view of [M, K + xPad]) @ W [N, K]^T (+ a random
+/// [M, N] addend, the residual) into the [M, N] view at (1, 8) of a
+/// poisoned [M + 2, N + 24] buffer, skinny on and off.
 void checkLinear(CudaDevice *dev, DType dt, int64_t M, int64_t N, int64_t K,
-                 bool expectSkinny, int64_t xPad = 0) {
+                 bool expectSkinny, int64_t xPad = 0, bool addend = false) {
   SCOPED_TRACE(std::string(dtypeName(dt)) + " linear M=" + std::to_string(M) +
                " N=" + std::to_string(N) + " K=" + std::to_string(K) +
-               " xPad=" + std::to_string(xPad));
+               " xPad=" + std::to_string(xPad) +
+               (addend ? " + addend" : ""));
   Arr x = randomArr(dev, dt, {M, K + xPad});
   Arr w = randomArr(dev, dt, {N, K}, -0.1f, 0.1f);
+  Arr r = randomArr(dev, dt, {M, N});
   const int64_t C = N + 24, off = C + 8;
   Arr out(dev, dt, {M + 2, C});
   out.poison();
   const std::vector<uint8_t> poisoned = out.host;
   auto args = [&](bool device) {
-    return LinearArgs{view(x, device, 0, {M, K}, {K + xPad, 1}),
-                      device ? w.d() : w.h(),
-                      view(out, device, off, {M, N}, {C, 1})};
+    LinearArgs a{view(x, device, 0, {M, K}, {K + xPad, 1}),
+                 device ? w.d() : w.h(),
+                 view(out, device, off, {M, N}, {C, 1})};
+    if (addend)
+      a.addend = device ? r.d() : r.h();
+    return a;
   };
   Status s = cpu().linear(args(false), nullptr);
   ASSERT_TRUE(s.ok()) << s.message();
@@ -239,10 +247,51 @@ TEST(SkinnyGemm, LinearOddShapes) {
   checkLinear(dev, DType::BF16, 64, 256, 6144, true);
 }
 
+// o_proj with the residual in the epilogue (mla-fuse-linear-addend), and
+// an addend with tails.
+TEST(SkinnyGemm, LinearAddend) {
+  REQUIRE_GPU();
+  for (int64_t M : kRows)
+    checkLinear(dev, DType::BF16, M, 2048, 2048, true, 0, true);
+  checkLinear(dev, DType::BF16, 33, 200, 304, true, 8, true);
+  checkLinear(dev, DType::F16, 7, 576, 2048, true, 0, true);
+}
+
 TEST(SkinnyGemm, LinearF16) {
   REQUIRE_GPU();
   checkLinear(dev, DType::F16, 7, 576, 2048, true);
   checkLinear(dev, DType::F16, 64, 200, 304, true);
+}
+
+// The step's five projections get a plan on this device; the shapes are
+// printed (the cluster residency comes from the driver, so they may differ
+// from the CPU model's in SkinnyGemmPlanTest).
+TEST(SkinnyGemm, StepShapePlans) {
+  REQUIRE_GPU();
+  SkinnyEnv env(true);
+  const int sms = dev->multiprocessorCount();
+  auto show = [](const char *name, const std::optional<cuda::SkinnyGemmPlan> &p) {
+    ASSERT_TRUE(p.has_value()) << name;
+    std::printf("%-9s %3lld cols x split %d, kSlice %4lld, %3lld CTAs, "
+                "%6lld B smem\n",
+                name, (long long)p->tileCols, p->split, (long long)p->kSlice,
+                (long long)p->ctas, (long long)p->smemBytes);
+  };
+  const int64_t M = 64, H = 16;
+  for (auto [name, N, K] : {std::tuple<const char *, int64_t, int64_t>{
+                                "q_proj", 3072, 2048},
+                            {"kv_a", 576, 2048},
+                            {"o_proj", 2048, 2048}}) {
+    Arr x(dev, DType::BF16, {M, K}), w(dev, DType::BF16, {N, K}),
+        out(dev, DType::BF16, {M, N});
+    show(name, cuda::skinnyLinearPlan({x.d(), w.d(), out.d()}, sms));
+  }
+  Arr qn(dev, DType::BF16, {M, H, 128}), wuk(dev, DType::BF16, {H, 128, 512}),
+      q(dev, DType::BF16, {M, H, 512});
+  show("q_absorb", cuda::skinnyPerHeadPlan(qn.d(), wuk.d(), q.d(), sms));
+  Arr ol(dev, DType::BF16, {M, H, 512}), wuv(dev, DType::BF16, {H, 512, 128}),
+      vo(dev, DType::BF16, {M, H, 128});
+  show("v_up", cuda::skinnyPerHeadPlan(ol.d(), wuv.d(), vo.d(), sms));
 }
 
 // What the kernel cannot run goes to cuBLAS, still correct.
@@ -276,8 +325,8 @@ TEST(SkinnyGemm, PerHeadOddShapes) {
   }
 }
 
-// Every A/B variant (ring depth, largest split, L2 prefetch) on the step
-// shapes and tails.
+// Every A/B variant (weights before or after the wait, largest split) on
+// the step shapes and tails.
 TEST(SkinnyGemm, EveryVariant) {
   REQUIRE_GPU();
   for (int v = 0; v < cuda::kSkinnyVariants; ++v) {
