@@ -328,7 +328,9 @@ void benchStepGemms(const KernelLibrary &k, std::mt19937 &rng) {
     Call c{std::string("linear ") + l.name,
            "64x" + std::to_string(l.k) + "->" + std::to_string(l.n),
            double(l.n * l.k) * 2, [&k, x, out, l](void *w) {
-             return k.linear({x, ten(w, DType::BF16, {l.n, l.k}), out}, gStream);
+             LinearArgs a{x, ten(w, DType::BF16, {l.n, l.k}), out};
+             a.staticWeight = true; // as in the step: weights are constant
+             return k.linear(a, gStream);
            }};
     weights(c, l.n * l.k);
     calls.push_back(std::move(c));
@@ -339,7 +341,8 @@ void benchStepGemms(const KernelLibrary &k, std::mt19937 &rng) {
     TensorRef qn = ten(random(B * H * 128), DType::BF16, {B, H, 128});
     Call c{"q_absorb", "64x16x128->512", double(H * 128 * 512) * 2,
            [&k, qn, q, H](void *w) {
-             return k.qAbsorb({qn, ten(w, DType::BF16, {H, 128, 512}), q}, gStream);
+             return k.qAbsorb({qn, ten(w, DType::BF16, {H, 128, 512}), q, true},
+                              gStream);
            }};
     weights(c, H * 128 * 512);
     calls.push_back(std::move(c));
@@ -347,7 +350,8 @@ void benchStepGemms(const KernelLibrary &k, std::mt19937 &rng) {
     TensorRef vo = ten(empty(B * H * 128), DType::BF16, {B, H, 128});
     Call v{"v_up", "64x16x512->128", double(H * 512 * 128) * 2,
            [&k, ol, vo, H](void *w) {
-             return k.vUp({ol, ten(w, DType::BF16, {H, 512, 128}), vo}, gStream);
+             return k.vUp({ol, ten(w, DType::BF16, {H, 512, 128}), vo, true},
+                          gStream);
            }};
     weights(v, H * 512 * 128);
     calls.push_back(std::move(v));

@@ -122,8 +122,20 @@ TensorRef Executor::view(uint32_t index) const {
   return v.resolve(base);
 }
 
-Status Executor::runInstruction(const Instruction &inst, StreamHandle stream) {
+bool Executor::isWeightView(uint32_t index) const {
+  if (index == kNoIndex || index >= artifact_.views().size())
+    return false;
+  const ViewDecl &v = artifact_.views()[index];
+  return v.base == ViewBase::Buffer &&
+         artifact_.buffers()[v.baseIndex].role == BufferRole::Weight;
+}
+
+Status Executor::runInstruction(size_t i, StreamHandle stream) {
+  const Instruction &inst = artifact_.instructions()[i];
   const KernelLibrary &k = device_->kernels();
+  // The first instruction of a run follows the caller's own work.
+  const bool staticWeight =
+      i > 0 && inst.operands.size() > 1 && isWeightView(inst.operands[1]);
   auto op = [&](size_t i) { return view(inst.operands[i]); };
   const KVCacheRef cache =
       inst.cache == kNoIndex ? KVCacheRef() : caches_[inst.cache];
@@ -164,9 +176,9 @@ Status Executor::runInstruction(const Instruction &inst, StreamHandle stream) {
                                op(9), inst.intAttr == 1},
                               stream);
   case Opcode::QAbsorb:
-    return k.qAbsorb({op(0), op(1), op(2)}, stream);
+    return k.qAbsorb({op(0), op(1), op(2), staticWeight}, stream);
   case Opcode::VUp:
-    return k.vUp({op(0), op(1), op(2)}, stream);
+    return k.vUp({op(0), op(1), op(2), staticWeight}, stream);
   case Opcode::QConcat:
     return k.qConcat({op(0), op(1), op(2)}, stream);
   case Opcode::Quantize:
@@ -174,7 +186,7 @@ Status Executor::runInstruction(const Instruction &inst, StreamHandle stream) {
   case Opcode::RmsNorm:
     return k.rmsNorm({op(0), op(1), inst.floatAttr, op(2)}, stream);
   case Opcode::Linear:
-    return k.linear({op(0), op(1), op(2), op(3)}, stream);
+    return k.linear({op(0), op(1), op(2), op(3), staticWeight}, stream);
   case Opcode::Add:
     return k.add({op(0), op(1), op(2)}, stream);
   }
@@ -305,7 +317,7 @@ Status Executor::issueProgram(StreamHandle origin, const char *what) {
   const std::vector<Instruction> &program = artifact_.instructions();
   if (plan_.numStreams <= 1) {
     for (size_t i = 0; i < program.size(); ++i) {
-      Status s = runInstruction(program[i], origin);
+      Status s = runInstruction(i, origin);
       if (!s.ok())
         return instructionError(what, i, s);
     }
@@ -331,7 +343,7 @@ Status Executor::issueProgram(StreamHandle origin, const char *what) {
       if (st.ok())
         st = device_->streamWaitEvent(h, doneEvents_[j].handle());
     if (st.ok())
-      st = runInstruction(program[i], h);
+      st = runInstruction(i, h);
     if (st.ok() && plan_.recordAfter[i])
       st = device_->recordEvent(doneEvents_[i].handle(), h);
     if (!st.ok())
@@ -362,7 +374,7 @@ Status Executor::run(StreamHandle stream) {
   const std::vector<Instruction> &program = artifact_.instructions();
   for (size_t i = 0; i < program.size(); ++i) {
     const Clock::time_point start = Clock::now();
-    Status s = runInstruction(program[i], stream);
+    Status s = runInstruction(i, stream);
     if (s.ok())
       s = device_->synchronize(stream);
     if (!s.ok())

@@ -133,7 +133,13 @@ public:
 
 private:
   Executor(Artifact artifact, Device &device, Buffer arena);
-  Status runInstruction(const Instruction &inst, StreamHandle stream);
+  /// Instruction `i` of the program on `stream`.
+  Status runInstruction(size_t i, StreamHandle stream);
+  /// Whether view `index` lies in a weight buffer. No instruction writes
+  /// one (Artifact validation), so after the first instruction of a run
+  /// the kernel before any GEMM on its stream is one of ours and cannot
+  /// have written it (the GEMMs' staticWeight).
+  bool isWeightView(uint32_t index) const;
   /// A cache write through the generated kernel the instruction names.
   Status runCodegen(const Instruction &inst, const RopeCacheUpdateArgs &args,
                     StreamHandle stream);

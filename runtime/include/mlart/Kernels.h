@@ -139,6 +139,11 @@ struct QAbsorbArgs {
   TensorRef qNope;
   TensorRef wUK;
   TensorRef out;
+  /// True when no kernel launched just before this one on the stream
+  /// writes wUK (model weights inside a step). A GPU kernel may then
+  /// read it before waiting for that kernel (dependent launch). False is
+  /// always correct.
+  bool staticWeight = false;
 };
 
 /// out[b, h, :] = oLatent[b, h, :] @ wUV[h]   (wUV [H, latent, vDim]).
@@ -146,6 +151,11 @@ struct VUpArgs {
   TensorRef oLatent;
   TensorRef wUV;
   TensorRef out;
+  /// True when no kernel launched just before this one on the stream
+  /// writes wUV (model weights inside a step). A GPU kernel may then
+  /// read it before waiting for that kernel (dependent launch). False is
+  /// always correct.
+  bool staticWeight = false;
 };
 
 /// out [B, H, latent + rope] = concat(qLatent, qPe) along the last axis.
@@ -179,6 +189,11 @@ struct LinearArgs {
   TensorRef weight;
   TensorRef out;
   TensorRef addend;
+  /// True when no kernel launched just before this one on the stream
+  /// writes the weight (model weights inside a step). A GPU kernel may then
+  /// read it before waiting for that kernel (dependent launch). False is
+  /// always correct.
+  bool staticWeight = false;
 };
 
 /// out = a + b elementwise; a, b, out [T, D] (the residual connection).

@@ -122,7 +122,7 @@ Status checkGemmTypes(const TensorRef &x, const TensorRef &w,
 
 Status perHead(CudaContext &ctx, const TensorRef &x, const char *xName,
                const TensorRef &w, const char *wName, const TensorRef &out,
-               cudaStream_t stream, const char *what) {
+               bool staticWeight, cudaStream_t stream, const char *what) {
   using namespace mlart::cpu;
   MLART_RETURN_IF_ERROR(checkFloatTensor(x, xName, 3));
   MLART_RETURN_IF_ERROR(checkFloatTensor(w, wName, 3));
@@ -133,7 +133,7 @@ Status perHead(CudaContext &ctx, const TensorRef &x, const char *xName,
   MLART_RETURN_IF_ERROR(checkDim(out, "out", 1, x.sizes[1]));
   MLART_RETURN_IF_ERROR(checkDim(out, "out", 2, w.sizes[2]));
   MLART_RETURN_IF_ERROR(checkGemmTypes(x, w, out, what));
-  StatusOr<bool> skinny = skinnyPerHead(ctx, x, w, out, stream);
+  StatusOr<bool> skinny = skinnyPerHead(ctx, x, w, out, staticWeight, stream);
   if (!skinny.ok() || *skinny)
     return skinny.status();
   const int64_t B = x.sizes[0], H = x.sizes[1], K = x.sizes[2],
@@ -153,11 +153,13 @@ Status perHead(CudaContext &ctx, const TensorRef &x, const char *xName,
 } // namespace
 
 Status qAbsorb(CudaContext &ctx, const QAbsorbArgs &a, cudaStream_t s) {
-  return perHead(ctx, a.qNope, "qNope", a.wUK, "wUK", a.out, s, "qAbsorb");
+  return perHead(ctx, a.qNope, "qNope", a.wUK, "wUK", a.out, a.staticWeight,
+                 s, "qAbsorb");
 }
 
 Status vUp(CudaContext &ctx, const VUpArgs &a, cudaStream_t s) {
-  return perHead(ctx, a.oLatent, "oLatent", a.wUV, "wUV", a.out, s, "vUp");
+  return perHead(ctx, a.oLatent, "oLatent", a.wUV, "wUV", a.out,
+                 a.staticWeight, s, "vUp");
 }
 
 Status linear(CudaContext &ctx, const LinearArgs &a, cudaStream_t s) {

@@ -4,10 +4,11 @@
 // One CTA (eight warps) owns a tile of 32 * warpsN columns and one K slice;
 // the `split` CTAs of a cluster cover K (SkinnyGemmPlan.h chooses).
 //
-//  0. W is a weight, never an output of the previous kernel: the CTA copies
-//     its whole W slice into shared memory (16-byte cp.async, one group)
-//     *before* the dependent-launch wait, so the copy overlaps the previous
-//     kernel's tail. (Variant 1 issues it after the wait, for A/B.)
+//  0. When the caller says the previous kernel does not write W
+//     (staticWeight: model weights inside a step), the CTA copies its whole
+//     W slice into shared memory (16-byte cp.async, one group) *before* the
+//     dependent-launch wait, so the copy overlaps the previous kernel's
+//     tail. Otherwise, and in variant 1 (A/B), it follows the wait.
 //  1. After the wait, x's [16 * MT, kSlice] slice follows in `xGroups`
 //     cp.async groups along K, so the MMAs on the first group start while
 //     the others land. Rows >= M, columns >= N and k >= K are zero-filled by
@@ -51,6 +52,8 @@ struct SkinnyParams {
   int m, n, k;
   int split, kSlice, warpsN, xGroups, wStride, xStride, pStride;
   int earlyWeights;
+  /// out (and the addend) take 8-byte stores (loads) of four columns.
+  int vecOut;
   uint32_t wBytes; ///< x's slice starts here in shared memory
 };
 
@@ -126,27 +129,53 @@ __global__ void __launch_bounds__(kSkinnyThreads, kSkinnyCtasPerSmByRegisters)
   const uint32_t wSmem = sm90::smemU32(smem);
   const uint32_t xSmem = wSmem + p.wBytes;
 
-  // 0. The W slice, 16-byte units: KMajor rows are columns n (kSlice / 8
-  // units each), per-head rows are k (tileCols / 8 units each).
+  // Copies a block of `rows` shared-memory rows, `dstRow` bytes apart, of
+  // `units` 16-byte units each: row r's units [0, valid) from src0 + r *
+  // srcRow + 8 u elements, the last of them only `lastBytes` (1..16) read,
+  // and the rest zero-filled. Rows from `rowsCopied` on are left as they
+  // are (their products only reach outputs nobody stores). A row is shared
+  // by `tpr` (a power of two) threads, so the loops only add.
+  auto copyRows = [&](int rows, int rowsCopied, int units, int valid,
+                      int lastBytes, uint32_t dst0, uint32_t dstRow,
+                      const uint16_t *src0, int64_t srcRow) {
+    int shift = 0; // log2(tpr): up to kSkinnyThreads / rows, at most units
+    while ((2 << shift) * rows <= kSkinnyThreads && (2 << shift) <= units)
+      ++shift;
+    const int tpr = 1 << shift, lu = tid & (tpr - 1);
+    for (int r = tid >> shift; r < min(rows, rowsCopied);
+         r += kSkinnyThreads >> shift) {
+      uint32_t d = dst0 + uint32_t(r) * dstRow + uint32_t(lu) * 16;
+      const uint16_t *sp = src0 + int64_t(r) * srcRow + 8 * lu;
+      int u = lu;
+      for (; u < valid - 1; u += tpr, d += 16 * tpr, sp += 8 * tpr)
+        sm90::cpAsync16(d, sp, true);
+      if (u == valid - 1) {
+        sm90::cpAsync16Bytes(d, sp, lastBytes);
+        u += tpr, d += 16 * tpr;
+      }
+      for (; u < units; u += tpr, d += 16 * tpr)
+        sm90::cpAsync16(d, p.w, false);
+    }
+  };
+  const int kLen = max(0, kEnd - kBegin); // this rank's K, a multiple of 8
+
+  // 0. The W slice: KMajor rows are columns n (kSlice / 8 units, kLen / 8
+  // of them read; columns >= N not copied), per-head rows are k (tileCols /
+  // 8 units; rows k >= kLen zero, they meet x's zeros).
   auto loadWeights = [&] {
     if constexpr (KMajor) {
-      const int per = p.kSlice / 8, units = tileCols * per;
-      for (int i = tid; i < units; i += kSkinnyThreads) {
-        const int r = i / per, u = i - r * per, kk = kBegin + 8 * u;
-        const bool ok = n0 + r < p.n && kk < kEnd;
-        sm90::cpAsync16(wSmem + uint32_t((r * p.wStride + 8 * u) * 2),
-                        ok ? wb + int64_t(n0 + r) * p.wRow + kk : p.w, ok);
-      }
+      copyRows(tileCols, p.n - n0, p.kSlice / 8, kLen / 8, 16, wSmem,
+               uint32_t(p.wStride * 2), wb + int64_t(n0) * p.wRow + kBegin,
+               p.wRow);
     } else {
-      const int per = tileCols / 8, units = p.kSlice * per;
-      for (int i = tid; i < units; i += kSkinnyThreads) {
-        const int r = i / per, u = i - r * per;
-        const int kk = kBegin + r, nn = n0 + 8 * u;
-        const int bytes = kk < kEnd ? 2 * max(0, min(8, p.n - nn)) : 0;
-        sm90::cpAsync16Bytes(wSmem + uint32_t((r * p.wStride + 8 * u) * 2),
-                             bytes ? wb + int64_t(kk) * p.wRow + nn : p.w,
-                             bytes);
-      }
+      const int cols = min(tileCols, p.n - n0);
+      const uint16_t *w0 = wb + int64_t(kBegin) * p.wRow + n0;
+      copyRows(kLen, kLen, tileCols / 8, (cols + 7) / 8,
+               2 * (cols - 8 * ((cols - 1) / 8)), wSmem,
+               uint32_t(p.wStride * 2), w0, p.wRow);
+      copyRows(p.kSlice - kLen, p.kSlice - kLen, tileCols / 8, 0, 16,
+               wSmem + uint32_t(kLen * p.wStride * 2),
+               uint32_t(p.wStride * 2), w0, p.wRow);
     }
     sm90::cpCommit();
   };
@@ -156,18 +185,17 @@ __global__ void __launch_bounds__(kSkinnyThreads, kSkinnyCtasPerSmByRegisters)
   if (!p.earlyWeights)
     loadWeights();
 
-  // 1. x's slice in xGroups groups of whole k16 steps.
+  // 1. x's slice in xGroups groups of whole k16 steps: group g is the
+  // [ROWS x 2 (s1 - s0)] block of units starting at unit 2 s0; rows >= M
+  // are not copied.
   const int steps = p.kSlice / 16;
   auto groupBegin = [&](int g) { return g * steps / p.xGroups; };
   for (int g = 0; g < p.xGroups; ++g) {
     const int s0 = groupBegin(g), s1 = groupBegin(g + 1);
-    const int per = 2 * (s1 - s0), units = ROWS * per;
-    for (int i = tid; i < units; i += kSkinnyThreads) {
-      const int r = i / per, u = 2 * s0 + (i - r * per), kk = kBegin + 8 * u;
-      const bool ok = r < p.m && kk < kEnd;
-      sm90::cpAsync16(xSmem + uint32_t((r * p.xStride + 8 * u) * 2),
-                      ok ? xb + r * p.xRow + kk : p.x, ok);
-    }
+    const int units = 2 * (s1 - s0);
+    const int valid = min(units, max(0, kLen / 8 - 2 * s0));
+    copyRows(ROWS, p.m, units, valid, 16, xSmem + uint32_t(s0 * 32),
+             uint32_t(p.xStride * 2), xb + kBegin + 16 * s0, p.xRow);
     sm90::cpCommit();
   }
 
@@ -180,32 +208,40 @@ __global__ void __launch_bounds__(kSkinnyThreads, kSkinnyCtasPerSmByRegisters)
       for (int e = 0; e < 4; ++e)
         acc[i][j][e] = 0.0f;
 
-  // 2. Step s: k = 16 s .. 16 s + 15 of the slice.
+  // 2. This lane's ldmatrix addresses at k step 0; step s adds
+  // 32 s bytes (x, KMajor W) or 16 s rows (per-head W).
   const int nw = int(kSkinnyWarpCols) * wn; // the warp's first column
+  uint32_t aAddr[MT], bAddr[2];
+#pragma unroll
+  for (int i = 0; i < MT; ++i)
+    aAddr[i] = xSmem + uint32_t(((16 * i + (lane & 15)) * p.xStride +
+                                 8 * (lane >> 4)) *
+                                2);
+#pragma unroll
+  for (int jp = 0; jp < 2; ++jp)
+    bAddr[jp] =
+        KMajor ? wSmem + uint32_t(((nw + 16 * jp + (lane & 7) +
+                                    8 * (lane >> 4)) *
+                                       p.wStride +
+                                   8 * ((lane >> 3) & 1)) *
+                                  2)
+               : wSmem + uint32_t(((lane & 7) + 8 * ((lane >> 3) & 1)) *
+                                      p.wStride * 2 +
+                                  (nw + 16 * jp + 8 * (lane >> 4)) * 2);
+  const uint32_t bStep = KMajor ? 32u : uint32_t(16 * p.wStride * 2);
   auto compute = [&](int s) {
-    const int k0 = 16 * s;
     uint32_t a[MT][4];
 #pragma unroll
     for (int i = 0; i < MT; ++i)
-      sm90::ldsm4(a[i], xSmem + uint32_t(((16 * i + (lane & 15)) * p.xStride +
-                                          k0 + 8 * (lane >> 4)) *
-                                         2));
+      sm90::ldsm4(a[i], aAddr[i] + uint32_t(32 * s));
 #pragma unroll
     for (int jp = 0; jp < 2; ++jp) {
       // bq[0], bq[1]: n8 tile 2 jp (k 0-7, 8-15); bq[2], bq[3]: 2 jp + 1.
       uint32_t bq[4];
       if constexpr (KMajor)
-        sm90::ldsm4(bq, wSmem + uint32_t(((nw + 16 * jp + (lane & 7) +
-                                           8 * (lane >> 4)) *
-                                              p.wStride +
-                                          k0 + 8 * ((lane >> 3) & 1)) *
-                                         2));
+        sm90::ldsm4(bq, bAddr[jp] + uint32_t(s) * bStep);
       else
-        sm90::ldsm4T(bq, wSmem + uint32_t(((k0 + (lane & 7) +
-                                            8 * ((lane >> 3) & 1)) *
-                                               p.wStride +
-                                           nw + 16 * jp + 8 * (lane >> 4)) *
-                                          2));
+        sm90::ldsm4T(bq, bAddr[jp] + uint32_t(s) * bStep);
 #pragma unroll
       for (int i = 0; i < MT; ++i) {
         mma16816<Bf16>(acc[i][2 * jp], a[i], bq[0], bq[1]);
@@ -213,13 +249,11 @@ __global__ void __launch_bounds__(kSkinnyThreads, kSkinnyCtasPerSmByRegisters)
       }
     }
   };
+  int s = wk; // this warp's steps: wk, wk + warpsK, ...
   for (int g = 0; g < p.xGroups; ++g) {
     cpWaitGroupUpTo(p.xGroups - 1 - g); // W and x groups <= g: this thread's
     __syncthreads();                    // ... and everyone's
-    const int s1 = groupBegin(g + 1);
-    int s = groupBegin(g);
-    s += (wk - s % warpsK + warpsK) % warpsK; // first step of this warp
-    for (; s < s1; s += warpsK)
+    for (const int s1 = groupBegin(g + 1); s < s1; s += warpsK)
       compute(s);
   }
   __syncthreads(); // W and x are dead: the partial tiles go over them
@@ -242,11 +276,14 @@ __global__ void __launch_bounds__(kSkinnyThreads, kSkinnyCtasPerSmByRegisters)
       }
   }
   __syncthreads();
-  const int colVecs = tileCols / 4;
-  const int units = p.m * colVecs;
+  // Float4 units of the tile's first M rows; tileCols / 4 is a power of
+  // two (8, 16 or 32).
+  const int colShift = __ffs(tileCols / 4) - 1;
+  const int colMask = tileCols / 4 - 1;
+  const int units = p.m << colShift;
   if (warpsK > 1)
     for (int e = tid; e < units; e += kSkinnyThreads) {
-      const int r = e / colVecs, col = (e - r * colVecs) * 4;
+      const int r = e >> colShift, col = (e & colMask) * 4;
       float4 s = *reinterpret_cast<const float4 *>(part + r * p.pStride + col);
       for (int q = 1; q < warpsK; ++q) {
         const float4 v = *reinterpret_cast<const float4 *>(
@@ -255,38 +292,59 @@ __global__ void __launch_bounds__(kSkinnyThreads, kSkinnyCtasPerSmByRegisters)
       }
       *reinterpret_cast<float4 *>(part + r * p.pStride + col) = s;
     }
-  cg::cluster_group cluster = cg::this_cluster();
-  if (p.split > 1)
-    cluster.sync(); // every CTA's tile is complete and visible
+  if (p.split > 1) // every CTA's tile is complete and visible in the cluster
+    asm volatile("fence.acq_rel.cluster;\n"
+                 "barrier.cluster.arrive.relaxed.aligned;\n"
+                 "barrier.cluster.wait.aligned;\n" ::: "memory");
   else
     __syncthreads();
 
   // This CTA's share of the tile, summed over the cluster in rank order.
+  cg::cluster_group cluster = cg::this_cluster();
+  const float *src[kSkinnyMaxSplit];
+#pragma unroll
+  for (int q = 0; q < kSkinnyMaxSplit; ++q)
+    src[q] = q < p.split && p.split > 1
+                 ? cluster.map_shared_rank(part, unsigned(q))
+                 : part;
   const int share = (units + p.split - 1) / p.split;
   const int e1 = min(units, (rank + 1) * share);
   uint16_t *ob = p.out + b * p.oBatch;
   for (int e = rank * share + tid; e < e1; e += kSkinnyThreads) {
-    const int r = e / colVecs, col = (e - r * colVecs) * 4;
-    float v[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    for (int q = 0; q < p.split; ++q) {
-      const float *src =
-          p.split > 1 ? cluster.map_shared_rank(part, unsigned(q)) : part;
-      const float4 s =
-          *reinterpret_cast<const float4 *>(src + r * p.pStride + col);
-      v[0] += s.x, v[1] += s.y, v[2] += s.z, v[3] += s.w;
-    }
+    const int r = e >> colShift, col = (e & colMask) * 4;
+    const int off = r * p.pStride + col;
+    float4 v = *reinterpret_cast<const float4 *>(src[0] + off);
+#pragma unroll
+    for (int q = 1; q < kSkinnyMaxSplit; ++q)
+      if (q < p.split) {
+        const float4 t = *reinterpret_cast<const float4 *>(src[q] + off);
+        v.x += t.x, v.y += t.y, v.z += t.z, v.w += t.w;
+      }
     const int n = n0 + col;
+    uint16_t *o = ob + r * p.oRow + int64_t(n) * p.oCol;
+    const uint16_t *ad = p.addend ? p.addend + r * p.aRow + int64_t(n) * p.aCol
+                                  : nullptr;
+    if (p.vecOut && n + 3 < p.n) { // four contiguous, 8-byte aligned
+      if (ad) {
+        const uint2 a2 = *reinterpret_cast<const uint2 *>(ad);
+        v.x += fromBits<Bf16>(uint16_t(a2.x)), v.y += fromBits<Bf16>(uint16_t(a2.x >> 16));
+        v.z += fromBits<Bf16>(uint16_t(a2.y)), v.w += fromBits<Bf16>(uint16_t(a2.y >> 16));
+      }
+      *reinterpret_cast<uint2 *>(o) =
+          make_uint2(uint32_t(toBits<Bf16>(v.x)) | uint32_t(toBits<Bf16>(v.y)) << 16,
+                     uint32_t(toBits<Bf16>(v.z)) | uint32_t(toBits<Bf16>(v.w)) << 16);
+      continue;
+    }
+    const float y[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
     for (int j = 0; j < 4; ++j)
-      if (n + j < p.n) {
-        float y = v[j];
-        if (p.addend)
-          y += fromBits<Bf16>(p.addend[r * p.aRow + int64_t(n + j) * p.aCol]);
-        ob[r * p.oRow + int64_t(n + j) * p.oCol] = toBits<Bf16>(y);
-      }
+      if (n + j < p.n)
+        o[j * p.oCol] = toBits<Bf16>(y[j] + (ad ? fromBits<Bf16>(ad[j * p.aCol]) : 0.0f));
   }
-  if (p.split > 1)
-    cluster.sync(); // no CTA leaves while another still reads its tile
+  if (p.split > 1) // no CTA leaves while another still reads its tile; the
+                   // remote loads above have returned, so no fence
+    asm volatile("barrier.cluster.arrive.relaxed.aligned;\n"
+                 "barrier.cluster.wait.aligned;\n" ::: "memory");
 }
 
 using KernelFn = void (*)(SkinnyParams);
@@ -357,9 +415,12 @@ std::optional<SkinnyGemmPlan> planOnDevice(const SkinnyGemmProblem &prob,
                         skinnyVariant(skinnyGemmVariant()));
 }
 
+/// Where the result goes, and whether the weight may be read before the
+/// dependent-launch wait (the caller's staticWeight).
 struct Epilogue {
   int64_t oRow = 0, oBatch = 0, oCol = 1;
   const TensorRef *addend = nullptr;
+  bool staticWeight = false;
 };
 
 Status launch(const SkinnyGemmPlan &plan, const SkinnyGemmProblem &prob,
@@ -390,8 +451,14 @@ Status launch(const SkinnyGemmPlan &plan, const SkinnyGemmProblem &prob,
   p.wStride = plan.wStride;
   p.xStride = plan.xStride;
   p.pStride = plan.pStride;
-  p.earlyWeights = plan.earlyWeights ? 1 : 0;
+  p.earlyWeights = plan.earlyWeights && epi.staticWeight ? 1 : 0;
   p.wBytes = uint32_t(plan.wBytes);
+  auto vec4 = [](const void *ptr, int64_t row, int64_t batch, int64_t col) {
+    return reinterpret_cast<uintptr_t>(ptr) % 8 == 0 && row % 4 == 0 &&
+           batch % 4 == 0 && col == 1;
+  };
+  p.vecOut = vec4(out.data, epi.oRow, epi.oBatch, epi.oCol) &&
+             (!epi.addend || vec4(epi.addend->data, p.aRow, 0, p.aCol));
   KernelFn kernel = pickKernel(plan.mTiles, prob.weightKMajor,
                                x.dtype == DType::BF16);
   MLART_RETURN_IF_ERROR(
@@ -480,6 +547,7 @@ StatusOr<bool> skinnyLinear(CudaContext &ctx, const LinearArgs &a,
   epi.oRow = a.out.strides[0];
   epi.oCol = a.out.strides[1];
   epi.addend = a.addend.present() ? &a.addend : nullptr;
+  epi.staticWeight = a.staticWeight;
   MLART_RETURN_IF_ERROR(
       launch(*plan, *linearProblem(a), a.x, a.weight, a.out, epi, stream));
   return true;
@@ -487,7 +555,7 @@ StatusOr<bool> skinnyLinear(CudaContext &ctx, const LinearArgs &a,
 
 StatusOr<bool> skinnyPerHead(CudaContext &ctx, const TensorRef &x,
                              const TensorRef &w, const TensorRef &out,
-                             cudaStream_t stream) {
+                             bool staticWeight, cudaStream_t stream) {
   std::optional<SkinnyGemmPlan> plan = skinnyPerHeadPlan(x, w, out, ctx.smCount);
   if (!plan)
     return false;
@@ -495,6 +563,7 @@ StatusOr<bool> skinnyPerHead(CudaContext &ctx, const TensorRef &x,
   epi.oRow = out.strides[0];
   epi.oBatch = out.strides[1];
   epi.oCol = out.strides[2];
+  epi.staticWeight = staticWeight;
   MLART_RETURN_IF_ERROR(
       launch(*plan, *perHeadProblem(x, w, out), x, w, out, epi, stream));
   return true;

@@ -48,7 +48,7 @@ StatusOr<bool> skinnyLinear(CudaContext &ctx, const LinearArgs &a,
                             cudaStream_t stream);
 StatusOr<bool> skinnyPerHead(CudaContext &ctx, const TensorRef &x,
                              const TensorRef &w, const TensorRef &out,
-                             cudaStream_t stream);
+                             bool staticWeight, cudaStream_t stream);
 
 /// Skinny launches in this process (tests prove the path was taken).
 uint64_t skinnyGemmLaunchCount();

@@ -41,7 +41,8 @@ constexpr int64_t kSkinnyRowPad = 8;
 
 /// A/B variants of the launch (MLART_SKINNY_VARIANT, SkinnyGemm.h).
 struct SkinnyVariant {
-  bool earlyWeights = true; ///< copy W before the dependent-launch wait
+  /// Copy W before the dependent-launch wait (when the call allows it).
+  bool earlyWeights = true;
   int maxSplit = kSkinnyMaxSplit;
 };
 constexpr int kSkinnyVariants = 3;
@@ -75,7 +76,7 @@ struct SkinnyGemmPlan {
   int split = 0;        ///< cluster size: CTAs per column tile
   int64_t kSlice = 0;   ///< K elements per CTA, a multiple of 16
   int xGroups = 0;      ///< x arrives in this many cp.async groups (1..4)
-  bool earlyWeights = false;
+  bool earlyWeights = false; ///< when the call's staticWeight allows
   int64_t nTiles = 0;   ///< column tiles per batch entry
   int64_t ctas = 0;     ///< nTiles * batch * split
   int wStride = 0;      ///< shared-memory row of W, elements

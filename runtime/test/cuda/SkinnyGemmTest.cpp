@@ -129,12 +129,13 @@ void checkLinear(CudaDevice *dev, DType dt, int64_t M, int64_t N, int64_t K,
   Arr out(dev, dt, {M + 2, C});
   out.poison();
   const std::vector<uint8_t> poisoned = out.host;
-  auto args = [&](bool device) {
+  auto args = [&](bool device, bool staticWeight = false) {
     LinearArgs a{view(x, device, 0, {M, K}, {K + xPad, 1}),
                  device ? w.d() : w.h(),
                  view(out, device, off, {M, N}, {C, 1})};
     if (addend)
       a.addend = device ? r.d() : r.h();
+    a.staticWeight = staticWeight;
     return a;
   };
   Status s = cpu().linear(args(false), nullptr);
@@ -150,7 +151,9 @@ void checkLinear(CudaDevice *dev, DType dt, int64_t M, int64_t N, int64_t K,
       ASSERT_TRUE(
           dev->writeBuffer(out.dev, 0, poisoned.data(), poisoned.size()).ok());
       const uint64_t before = cuda::skinnyGemmLaunchCount();
-      s = dev->kernels().linear(args(true), nullptr);
+      // The second run lets the kernel copy W before its wait: the same
+      // bits.
+      s = dev->kernels().linear(args(true, rep == 1), nullptr);
       if (s.code() == StatusCode::Unavailable)
         GTEST_SKIP() << s.message();
       ASSERT_TRUE(s.ok()) << s.message();
@@ -184,11 +187,12 @@ void checkPerHead(CudaDevice *dev, bool isVUp, int64_t B, int64_t H,
   out.poison();
   const std::vector<uint8_t> poisoned = out.host;
   const std::vector<int64_t> sizes = {B, H, N}, strides = {H * width, width, 1};
-  auto run = [&](const KernelLibrary &k, bool device) {
+  auto run = [&](const KernelLibrary &k, bool device,
+                 bool staticWeight = false) {
     TensorRef xv = device ? x.d() : x.h(), wv = device ? w.d() : w.h();
     TensorRef ov = view(out, device, col, sizes, strides);
-    return isVUp ? k.vUp({xv, wv, ov}, nullptr)
-                 : k.qAbsorb({xv, wv, ov}, nullptr);
+    return isVUp ? k.vUp({xv, wv, ov, staticWeight}, nullptr)
+                 : k.qAbsorb({xv, wv, ov, staticWeight}, nullptr);
   };
   Status s = run(cpu(), false);
   ASSERT_TRUE(s.ok()) << s.message();
@@ -205,7 +209,7 @@ void checkPerHead(CudaDevice *dev, bool isVUp, int64_t B, int64_t H,
       ASSERT_TRUE(
           dev->writeBuffer(out.dev, 0, poisoned.data(), poisoned.size()).ok());
       const uint64_t before = cuda::skinnyGemmLaunchCount();
-      s = run(dev->kernels(), true);
+      s = run(dev->kernels(), true, rep == 1); // rep 1: W before the wait
       if (s.code() == StatusCode::Unavailable)
         GTEST_SKIP() << s.message();
       ASSERT_TRUE(s.ok()) << s.message();
@@ -341,6 +345,81 @@ TEST(SkinnyGemm, EveryVariant) {
     checkPerHead(dev, false, 64, 16, 128, 512, 576, 0, true);
     checkPerHead(dev, true, 33, 16, 512, 128, 136, 8, true);
   }
+}
+
+// With staticWeight the kernel copies W before its dependent-launch wait,
+// but x and the addend still after it: the kernel just before writes x (an
+// add over a NaN-poisoned x) and the addend, eagerly and in a graph, and
+// the product must match the CPU's on those new values.
+TEST(SkinnyGemm, EarlyWeightsStillWaitForX) {
+  REQUIRE_GPU();
+  SkinnyEnv env(true);
+  const int64_t M = 64, N = 2048, K = 2048;
+  Arr a = randomArr(dev, DType::BF16, {M, K});
+  Arr b = randomArr(dev, DType::BF16, {M, K});
+  Arr ra = randomArr(dev, DType::BF16, {M, N});
+  Arr rb = randomArr(dev, DType::BF16, {M, N});
+  Arr w = randomArr(dev, DType::BF16, {N, K}, -0.1f, 0.1f);
+  Arr x(dev, DType::BF16, {M, K}), r(dev, DType::BF16, {M, N});
+  Arr out(dev, DType::BF16, {M, N});
+  ASSERT_TRUE(cpu().add({a.h(), b.h(), x.h()}, nullptr).ok());
+  ASSERT_TRUE(cpu().add({ra.h(), rb.h(), r.h()}, nullptr).ok());
+  LinearArgs ref{x.h(), w.h(), out.h(), r.h()};
+  ASSERT_TRUE(cpu().linear(ref, nullptr).ok());
+  const std::vector<uint8_t> want = out.host;
+
+  auto runAll = [&](StreamHandle s) {
+    Status st = dev->kernels().add({ra.d(), rb.d(), r.d()}, s);
+    if (st.ok())
+      st = dev->kernels().add({a.d(), b.d(), x.d()}, s);
+    LinearArgs la{x.d(), w.d(), out.d(), r.d()};
+    la.staticWeight = true;
+    if (st.ok())
+      st = dev->kernels().linear(la, s);
+    return st;
+  };
+  auto poisonAll = [&] {
+    for (Arr *p : {&x, &r, &out}) {
+      p->poison();
+      p->up(dev);
+    }
+  };
+  auto expectWant = [&](const char *how) {
+    SCOPED_TRACE(how);
+    out.host = want;
+    const std::vector<uint8_t> got = out.down(dev);
+    expectView(out, got, got, 0, {M, N}, {N, 1}, kTol);
+  };
+  poisonAll();
+  const uint64_t before = cuda::skinnyGemmLaunchCount();
+  Status s = runAll(nullptr);
+  if (s.code() == StatusCode::Unavailable)
+    GTEST_SKIP() << s.message();
+  ASSERT_TRUE(s.ok()) << s.message();
+  ASSERT_TRUE(dev->synchronize().ok());
+  EXPECT_EQ(cuda::skinnyGemmLaunchCount() - before, 1u);
+  expectWant("eager");
+
+  cudaStream_t stream = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking),
+            cudaSuccess);
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal),
+            cudaSuccess);
+  s = runAll(stream);
+  ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
+  ASSERT_TRUE(s.ok()) << s.message();
+  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+  for (int rep = 0; rep < 3; ++rep) {
+    poisonAll();
+    ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+    ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+    expectWant("graph replay");
+  }
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaStreamDestroy(stream);
 }
 
 // The cluster launch inside a captured CUDA graph (how the executor runs a
