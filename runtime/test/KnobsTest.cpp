@@ -39,7 +39,7 @@ const std::map<std::string, int> kDefaults = {
     {"MLART_UPDATE_KERNEL", 2}, {"MLART_UPDATE_UNROLL", 8},
     {"MLART_UPDATE_CTAS_PER_SM", 0}, {"MLART_UPDATE_EARLY", 1},
     {"MLART_UPDATE_HINTS", 1}, {"MLART_UPDATE_STAGES", 2},
-    {"MLART_DECODE_BARRIER", 0}};
+    {"MLART_DECODE_BARRIER", 1}};
 
 TEST(Knobs, TableNamesAndDefaults) {
   for (Knob k : kAll) {
