@@ -365,7 +365,8 @@ void benchStepGemms(const KernelLibrary &k, std::mt19937 &rng) {
     if (mode >= 0) {
       const mlart::cuda::SkinnyVariant v = mlart::cuda::skinnyVariant(mode);
       tag = " [skinny v" + digit + " sp<=" + std::to_string(v.maxSplit) +
-            (v.earlyWeights ? " early-w]" : " late-w]");
+            (v.earlyWeights ? " early-w" : " late-w") +
+            (v.tma ? " tma]" : " mma]");
     }
     Status s = calls[0].fn(calls[0].copies[0]);
     if (!s.ok()) { // no cuBLAS: the library reports Unavailable

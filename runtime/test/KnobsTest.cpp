@@ -117,10 +117,10 @@ TEST(Knobs, Variants) {
         v);
   for (const char *bad : {"3", "-1", "12", "1 ", "a"})
     expectRefused(Knob::DecodeManyVariant, bad);
-  for (int v = 0; v <= 2; ++v)
+  for (int v = 0; v <= 3; ++v)
     EXPECT_EQ(parseKnob(Knob::SkinnyVariant, std::to_string(v).c_str()).value,
               v);
-  for (const char *bad : {"3", "9", "-1", "00", "2 "})
+  for (const char *bad : {"4", "9", "-1", "00", "2 "})
     expectRefused(Knob::SkinnyVariant, bad);
 }
 
@@ -156,8 +156,8 @@ TEST(Knobs, ReadKnobsWarnsOncePerInvalidKnob) {
   EXPECT_EQ(warnings,
             "mlart: ignoring MLART_DECODE_CLUSTER='yes' (expected 0 or 1); "
             "using the default 1\n"
-            "mlart: ignoring MLART_SKINNY_VARIANT='7' (expected 0, 1 or 2); "
-            "using the default 0\n");
+            "mlart: ignoring MLART_SKINNY_VARIANT='7' (expected 0, 1, 2 or "
+            "3); using the default 0\n");
 
   gFakeEnv.clear();
   warnings.clear();

@@ -185,6 +185,92 @@ TEST(SkinnyGemmPlan, SmallKKeepsOneRank) {
   EXPECT_EQ(p->xGroups, 1);
 }
 
+// The TMA + wgmma kernel's shapes for the step's three linears.
+TEST(SkinnyGemmPlan, TmaStepShapesOnH200) {
+  struct Case {
+    int64_t n, tileCols;
+    int split;
+    int64_t kSlice, nTiles, ctas;
+  };
+  for (Case c : {Case{3072, 128, 4, 512, 24, 96}, // q_proj
+                 Case{576, 64, 8, 256, 9, 72},    // kv_a_proj
+                 Case{2048, 64, 4, 512, 32, 128}}) { // o_proj (ties 128 x 8)
+    SCOPED_TRACE("n=" + std::to_string(c.n));
+    std::optional<SkinnyTmaPlan> p = planSkinnyTma(
+        linearShape(64, c.n, 2048), kH200Sms, simpleResidency(kH200Sms));
+    ASSERT_TRUE(p.has_value());
+    EXPECT_EQ(p->tileCols, c.tileCols);
+    EXPECT_EQ(p->split, c.split);
+    EXPECT_EQ(p->kSlice, c.kSlice);
+    EXPECT_EQ(p->chunks, c.kSlice / 64);
+    EXPECT_EQ(p->nTiles, c.nTiles);
+    EXPECT_EQ(p->ctas, c.ctas);
+  }
+}
+
+TEST(SkinnyGemmPlan, TmaInvariantsOverShapes) {
+  for (int variant = 0; variant < kSkinnyVariants; ++variant)
+    for (int sms : {16, 132})
+      for (int64_t m : {1, 7, 33, 64})
+        for (int64_t n : {1, 8, 33, 200, 576, 4096})
+          for (int64_t k : {8, 40, 128, 304, 2048, 6144}) {
+            SCOPED_TRACE("m=" + std::to_string(m) + " n=" + std::to_string(n) +
+                         " k=" + std::to_string(k) + " sms=" +
+                         std::to_string(sms) + " v=" + std::to_string(variant));
+            const SkinnyVariant v = skinnyVariant(variant);
+            const SkinnyResidency res = simpleResidency(sms);
+            std::optional<SkinnyTmaPlan> p =
+                planSkinnyTma(linearShape(m, n, k), sms, res, v);
+            if (!v.tma) {
+              EXPECT_FALSE(p.has_value());
+              continue;
+            }
+            if (!p) { // only when K's slices cannot fit at the largest split
+              const int split = std::min(v.maxSplit, kSkinnyMaxSplit);
+              const int64_t slice = ((k + split - 1) / split + 63) / 64 * 64;
+              EXPECT_GT(slice / 64 * 2 * kSkinnyTmaBoxBytes, kSkinnySmemBudget);
+              continue;
+            }
+            EXPECT_TRUE(p->tileCols == 64 || p->tileCols == 128);
+            EXPECT_EQ(p->kSlice % 64, 0);
+            EXPECT_EQ(p->chunks, p->kSlice / 64);
+            EXPECT_GE(p->kSlice * p->split, k);
+            EXPECT_LT((p->split - 1) * p->kSlice, k);
+            EXPECT_GE(p->nTiles * p->tileCols, n);
+            EXPECT_LT((p->nTiles - 1) * p->tileCols, n);
+            EXPECT_EQ(p->ctas, p->nTiles * p->split);
+            EXPECT_EQ(p->wBytes, p->chunks * p->tileCols / 64 * kSkinnyTmaBoxBytes);
+            EXPECT_EQ(p->xBytes, p->chunks * kSkinnyTmaBoxBytes);
+            EXPECT_LE(p->wBytes + p->xBytes, kSkinnySmemBudget);
+            EXPECT_GE(p->barOffset, p->wBytes + p->xBytes);
+            EXPECT_GE(p->barOffset, p->partBytes);
+            EXPECT_EQ(p->barOffset % 8, 0);
+            EXPECT_EQ(p->smemBytes,
+                      kSkinnyTmaAlignPad + p->barOffset + 8 * (1 + p->chunks));
+            EXPECT_LE(p->smemBytes, kSkinnySmemPerCta);
+            EXPECT_EQ(p->pStride % 4, 0);
+            EXPECT_GE(res(p->split, p->smemBytes), p->split);
+          }
+}
+
+TEST(SkinnyGemmPlan, TmaRefusals) {
+  SkinnyGemmProblem p = linearShape(8, 256, 256);
+  EXPECT_TRUE(planSkinnyTma(p, kH200Sms, simpleResidency(kH200Sms)));
+  p.weightKMajor = false; // per-head layout: the mma.sync kernel
+  EXPECT_FALSE(planSkinnyTma(p, kH200Sms, simpleResidency(kH200Sms)));
+  p = linearShape(8, 256, 256);
+  p.batch = 2;
+  EXPECT_FALSE(planSkinnyTma(p, kH200Sms, simpleResidency(kH200Sms)));
+  p = linearShape(8, 256, 256);
+  p.w += 8; // TMA needs 16-byte aligned bases
+  EXPECT_FALSE(planSkinnyTma(p, kH200Sms, simpleResidency(kH200Sms)));
+  p = linearShape(8, 256, 256);
+  p.xRow = 260;
+  EXPECT_FALSE(planSkinnyTma(p, kH200Sms, simpleResidency(kH200Sms)));
+  EXPECT_FALSE(planSkinnyTma(linearShape(8, 256, 256), kH200Sms,
+                             simpleResidency(kH200Sms), skinnyVariant(3)));
+}
+
 TEST(SkinnyGemmPlan, RefusesWhatTheKernelCannotRun) {
   EXPECT_FALSE(planH200(linearShape(65, 256, 256)));
   EXPECT_FALSE(planH200(linearShape(0, 256, 256)));

@@ -25,7 +25,8 @@ constexpr KnobChoice kUpdateKernels[] = {{"0", 0}, {"1", 1}, {"2", 2}};
 constexpr KnobChoice kUpdateStages[] = {
     {"1", 1}, {"2", 2}, {"3", 3}, {"4", 4}, {"6", 6}};
 constexpr KnobChoice kManyVariant[] = {{"0", 0}, {"1", 1}, {"2", 2}};
-constexpr KnobChoice kSkinnyVariantChoices[] = {{"0", 0}, {"1", 1}, {"2", 2}};
+constexpr KnobChoice kSkinnyVariantChoices[] = {
+    {"0", 0}, {"1", 1}, {"2", 2}, {"3", 3}};
 static_assert(std::size(kSkinnyVariantChoices) == kSkinnyVariants,
               "one MLART_SKINNY_VARIANT choice per variant");
 

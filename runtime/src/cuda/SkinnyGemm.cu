@@ -26,11 +26,10 @@
 //
 //===----------------------------------------------------------------------===//
 #include "cuda/SkinnyGemm.h"
+#include "cuda/SkinnyGemmDevice.h"
 #include "cuda/Knobs.h"
 #include "cuda/Launch.h"
 #include "cuda/Sm90Ptx.h"
-
-#include <cooperative_groups.h>
 
 #include <atomic>
 #include <map>
@@ -39,21 +38,17 @@
 
 namespace mlart::cuda {
 
-namespace cg = cooperative_groups;
-
 namespace {
 
 std::atomic<uint64_t> gLaunches{0};
 
 struct SkinnyParams {
-  const uint16_t *x, *w, *addend;
-  uint16_t *out;
-  int64_t xRow, xBatch, wRow, wBatch, oRow, oBatch, oCol, aRow, aCol;
+  const uint16_t *x, *w;
+  SkinnyOut o;
+  int64_t xRow, xBatch, wRow, wBatch;
   int m, n, k;
   int split, kSlice, warpsN, xGroups, wStride, xStride, pStride;
   int earlyWeights;
-  /// out (and the addend) take 8-byte stores (loads) of four columns.
-  int vecOut;
   uint32_t wBytes; ///< x's slice starts here in shared memory
 };
 
@@ -70,20 +65,6 @@ __device__ __forceinline__ void mma16816(float (&d)[4], const uint32_t (&a)[4],
         "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-template <bool Bf16> __device__ __forceinline__ uint16_t toBits(float v) {
-  if constexpr (Bf16)
-    return floatToBf16Bits(v);
-  else
-    return floatToF16Bits(v);
-}
-
-template <bool Bf16> __device__ __forceinline__ float fromBits(uint16_t b) {
-  if constexpr (Bf16)
-    return __uint_as_float(uint32_t(b) << 16);
-  else
-    return __half2float(__ushort_as_half(b));
 }
 
 /// Waits until at most `n` (0..4) of this thread's cp.async groups are
@@ -276,10 +257,8 @@ __global__ void __launch_bounds__(kSkinnyThreads, kSkinnyCtasPerSmByRegisters)
       }
   }
   __syncthreads();
-  // Float4 units of the tile's first M rows; tileCols / 4 is a power of
-  // two (8, 16 or 32).
-  const int colShift = __ffs(tileCols / 4) - 1;
-  const int colMask = tileCols / 4 - 1;
+  // The warps' slabs summed into slab 0 (float4 units of the first M rows).
+  const int colShift = __ffs(tileCols / 4) - 1, colMask = tileCols / 4 - 1;
   const int units = p.m << colShift;
   if (warpsK > 1)
     for (int e = tid; e < units; e += kSkinnyThreads) {
@@ -292,59 +271,8 @@ __global__ void __launch_bounds__(kSkinnyThreads, kSkinnyCtasPerSmByRegisters)
       }
       *reinterpret_cast<float4 *>(part + r * p.pStride + col) = s;
     }
-  if (p.split > 1) // every CTA's tile is complete and visible in the cluster
-    asm volatile("fence.acq_rel.cluster;\n"
-                 "barrier.cluster.arrive.relaxed.aligned;\n"
-                 "barrier.cluster.wait.aligned;\n" ::: "memory");
-  else
-    __syncthreads();
-
-  // This CTA's share of the tile, summed over the cluster in rank order.
-  cg::cluster_group cluster = cg::this_cluster();
-  const float *src[kSkinnyMaxSplit];
-#pragma unroll
-  for (int q = 0; q < kSkinnyMaxSplit; ++q)
-    src[q] = q < p.split && p.split > 1
-                 ? cluster.map_shared_rank(part, unsigned(q))
-                 : part;
-  const int share = (units + p.split - 1) / p.split;
-  const int e1 = min(units, (rank + 1) * share);
-  uint16_t *ob = p.out + b * p.oBatch;
-  for (int e = rank * share + tid; e < e1; e += kSkinnyThreads) {
-    const int r = e >> colShift, col = (e & colMask) * 4;
-    const int off = r * p.pStride + col;
-    float4 v = *reinterpret_cast<const float4 *>(src[0] + off);
-#pragma unroll
-    for (int q = 1; q < kSkinnyMaxSplit; ++q)
-      if (q < p.split) {
-        const float4 t = *reinterpret_cast<const float4 *>(src[q] + off);
-        v.x += t.x, v.y += t.y, v.z += t.z, v.w += t.w;
-      }
-    const int n = n0 + col;
-    uint16_t *o = ob + r * p.oRow + int64_t(n) * p.oCol;
-    const uint16_t *ad = p.addend ? p.addend + r * p.aRow + int64_t(n) * p.aCol
-                                  : nullptr;
-    if (p.vecOut && n + 3 < p.n) { // four contiguous, 8-byte aligned
-      if (ad) {
-        const uint2 a2 = *reinterpret_cast<const uint2 *>(ad);
-        v.x += fromBits<Bf16>(uint16_t(a2.x)), v.y += fromBits<Bf16>(uint16_t(a2.x >> 16));
-        v.z += fromBits<Bf16>(uint16_t(a2.y)), v.w += fromBits<Bf16>(uint16_t(a2.y >> 16));
-      }
-      *reinterpret_cast<uint2 *>(o) =
-          make_uint2(uint32_t(toBits<Bf16>(v.x)) | uint32_t(toBits<Bf16>(v.y)) << 16,
-                     uint32_t(toBits<Bf16>(v.z)) | uint32_t(toBits<Bf16>(v.w)) << 16);
-      continue;
-    }
-    const float y[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-    for (int j = 0; j < 4; ++j)
-      if (n + j < p.n)
-        o[j * p.oCol] = toBits<Bf16>(y[j] + (ad ? fromBits<Bf16>(ad[j * p.aCol]) : 0.0f));
-  }
-  if (p.split > 1) // no CTA leaves while another still reads its tile; the
-                   // remote loads above have returned, so no fence
-    asm volatile("barrier.cluster.arrive.relaxed.aligned;\n"
-                 "barrier.cluster.wait.aligned;\n" ::: "memory");
+  skinnyClusterStore<Bf16>(p.o, part, p.pStride, tileCols, n0, b, rank,
+                           p.split);
 }
 
 using KernelFn = void (*)(SkinnyParams);
@@ -415,32 +343,19 @@ std::optional<SkinnyGemmPlan> planOnDevice(const SkinnyGemmProblem &prob,
                         skinnyVariant(skinnyGemmVariant()));
 }
 
-/// Where the result goes, and whether the weight may be read before the
-/// dependent-launch wait (the caller's staticWeight).
-struct Epilogue {
-  int64_t oRow = 0, oBatch = 0, oCol = 1;
-  const TensorRef *addend = nullptr;
-  bool staticWeight = false;
-};
+
 
 Status launch(const SkinnyGemmPlan &plan, const SkinnyGemmProblem &prob,
               const TensorRef &x, const TensorRef &w, const TensorRef &out,
-              const Epilogue &epi, cudaStream_t stream) {
+              const SkinnyEpilogue &epi, cudaStream_t stream) {
   SkinnyParams p;
   p.x = static_cast<const uint16_t *>(x.data);
   p.w = static_cast<const uint16_t *>(w.data);
-  p.out = static_cast<uint16_t *>(out.data);
-  p.addend = epi.addend ? static_cast<const uint16_t *>(epi.addend->data)
-                        : nullptr;
-  p.aRow = epi.addend ? epi.addend->strides[0] : 0;
-  p.aCol = epi.addend ? epi.addend->strides[1] : 0;
+  p.o = skinnyOut(out, epi, prob.m, prob.n);
   p.xRow = prob.xRow;
   p.xBatch = prob.xBatch;
   p.wRow = prob.wRow;
   p.wBatch = prob.wBatch;
-  p.oRow = epi.oRow;
-  p.oBatch = epi.oBatch;
-  p.oCol = epi.oCol;
   p.m = int(prob.m);
   p.n = int(prob.n);
   p.k = int(prob.k);
@@ -453,12 +368,7 @@ Status launch(const SkinnyGemmPlan &plan, const SkinnyGemmProblem &prob,
   p.pStride = plan.pStride;
   p.earlyWeights = plan.earlyWeights && epi.staticWeight ? 1 : 0;
   p.wBytes = uint32_t(plan.wBytes);
-  auto vec4 = [](const void *ptr, int64_t row, int64_t batch, int64_t col) {
-    return reinterpret_cast<uintptr_t>(ptr) % 8 == 0 && row % 4 == 0 &&
-           batch % 4 == 0 && col == 1;
-  };
-  p.vecOut = vec4(out.data, epi.oRow, epi.oBatch, epi.oCol) &&
-             (!epi.addend || vec4(epi.addend->data, p.aRow, 0, p.aCol));
+
   KernelFn kernel = pickKernel(plan.mTiles, prob.weightKMajor,
                                x.dtype == DType::BF16);
   MLART_RETURN_IF_ERROR(
@@ -471,7 +381,7 @@ Status launch(const SkinnyGemmPlan &plan, const SkinnyGemmProblem &prob,
       unsigned(plan.split)};
   MLART_RETURN_IF_ERROR(
       launchKernel("skinnyGemmKernel", kernel, shape, stream, p));
-  gLaunches.fetch_add(1, std::memory_order_relaxed);
+  countSkinnyLaunch();
   return Status::success();
 }
 
@@ -540,10 +450,13 @@ std::optional<SkinnyGemmPlan> skinnyPerHeadPlan(const TensorRef &x,
 
 StatusOr<bool> skinnyLinear(CudaContext &ctx, const LinearArgs &a,
                             cudaStream_t stream) {
+  StatusOr<bool> tma = skinnyLinearTma(ctx, a, stream);
+  if (!tma.ok() || *tma)
+    return tma;
   std::optional<SkinnyGemmPlan> plan = skinnyLinearPlan(a, ctx.smCount);
   if (!plan)
     return false;
-  Epilogue epi;
+  SkinnyEpilogue epi;
   epi.oRow = a.out.strides[0];
   epi.oCol = a.out.strides[1];
   epi.addend = a.addend.present() ? &a.addend : nullptr;
@@ -559,7 +472,7 @@ StatusOr<bool> skinnyPerHead(CudaContext &ctx, const TensorRef &x,
   std::optional<SkinnyGemmPlan> plan = skinnyPerHeadPlan(x, w, out, ctx.smCount);
   if (!plan)
     return false;
-  Epilogue epi;
+  SkinnyEpilogue epi;
   epi.oRow = out.strides[0];
   epi.oBatch = out.strides[1];
   epi.oCol = out.strides[2];
@@ -568,6 +481,30 @@ StatusOr<bool> skinnyPerHead(CudaContext &ctx, const TensorRef &x,
       launch(*plan, *perHeadProblem(x, w, out), x, w, out, epi, stream));
   return true;
 }
+
+SkinnyOut skinnyOut(const TensorRef &out, const SkinnyEpilogue &epi,
+                    int64_t m, int64_t n) {
+  SkinnyOut o;
+  o.out = static_cast<uint16_t *>(out.data);
+  o.addend = epi.addend ? static_cast<const uint16_t *>(epi.addend->data)
+                        : nullptr;
+  o.aRow = epi.addend ? epi.addend->strides[0] : 0;
+  o.aCol = epi.addend ? epi.addend->strides[1] : 0;
+  o.oRow = epi.oRow;
+  o.oBatch = epi.oBatch;
+  o.oCol = epi.oCol;
+  o.m = int(m);
+  o.n = int(n);
+  auto vec4 = [](const void *ptr, int64_t row, int64_t batch, int64_t col) {
+    return reinterpret_cast<uintptr_t>(ptr) % 8 == 0 && row % 4 == 0 &&
+           batch % 4 == 0 && col == 1;
+  };
+  o.vecOut = vec4(out.data, o.oRow, o.oBatch, o.oCol) &&
+             (!epi.addend || vec4(epi.addend->data, o.aRow, 0, o.aCol));
+  return o;
+}
+
+void countSkinnyLaunch() { gLaunches.fetch_add(1, std::memory_order_relaxed); }
 
 uint64_t skinnyGemmLaunchCount() {
   return gLaunches.load(std::memory_order_relaxed);

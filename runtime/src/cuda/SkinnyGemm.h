@@ -12,6 +12,7 @@
 #define MLART_CUDA_SKINNYGEMM_H
 
 #include "cuda/CudaCommon.h"
+#include "cuda/SkinnyGemmDevice.h"
 #include "cuda/SkinnyGemmPlan.h"
 
 #include <optional>
@@ -50,8 +51,29 @@ StatusOr<bool> skinnyPerHead(CudaContext &ctx, const TensorRef &x,
                              const TensorRef &w, const TensorRef &out,
                              bool staticWeight, cudaStream_t stream);
 
-/// Skinny launches in this process (tests prove the path was taken).
+/// The TMA + wgmma kernel's plan for a bf16 linear (SkinnyGemmTma.cu),
+/// nullopt when it does not apply (then skinnyLinearPlan's kernel may).
+std::optional<SkinnyTmaPlan> skinnyLinearTmaPlan(const LinearArgs &a,
+                                                 int sms);
+/// Launches the TMA kernel when it applies; false: it does not.
+StatusOr<bool> skinnyLinearTma(CudaContext &ctx, const LinearArgs &a,
+                               cudaStream_t stream);
+
+/// Skinny launches in this process, both kernels (tests prove the path was
+/// taken).
 uint64_t skinnyGemmLaunchCount();
+
+// --- Shared by the two kernels' launch code. -------------------------------
+/// Where a launch writes, and whether it may read W before the wait.
+struct SkinnyEpilogue {
+  int64_t oRow = 0, oBatch = 0, oCol = 1;
+  const TensorRef *addend = nullptr;
+  bool staticWeight = false;
+};
+/// The kernels' view of `out` and the addend for an [m, n] result.
+SkinnyOut skinnyOut(const TensorRef &out, const SkinnyEpilogue &epi,
+                    int64_t m, int64_t n);
+void countSkinnyLaunch();
 
 } // namespace mlart::cuda
 

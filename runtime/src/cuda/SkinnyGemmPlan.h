@@ -44,16 +44,21 @@ struct SkinnyVariant {
   /// Copy W before the dependent-launch wait (when the call allows it).
   bool earlyWeights = true;
   int maxSplit = kSkinnyMaxSplit;
+  /// bf16 linear through the TMA + wgmma kernel (SkinnyGemmTma.cu).
+  bool tma = true;
 };
-constexpr int kSkinnyVariants = 3;
-/// Variant v (0 is the default): 0 = W before the wait, split <= 8;
-/// 1 = W after the wait (what the early copy is worth); 2 = split <= 2.
+constexpr int kSkinnyVariants = 4;
+/// Variant v (0 is the default): 0 = W before the wait, split <= 8, TMA
+/// for linear; 1 = W after the wait (what the early copy is worth);
+/// 2 = split <= 2; 3 = linear through the mma.sync kernel too.
 inline SkinnyVariant skinnyVariant(int v) {
   SkinnyVariant s;
   if (v == 1)
     s.earlyWeights = false;
   else if (v == 2)
     s.maxSplit = 2;
+  else if (v == 3)
+    s.tma = false;
   return s;
 }
 
@@ -189,6 +194,93 @@ inline SkinnyResidency simpleResidency(int sms,
                  std::max<int64_t>(1, smemPerSm / (smemBytes + 1024)));
     return int64_t(sms) * perSm / split * split;
   };
+}
+
+// --- The TMA + wgmma kernel (SkinnyGemmTma.cu): bf16 linear only. --------
+//
+// One warpgroup a CTA; the tile is 64 rows (M <= 64, the rest zero-filled
+// by TMA) by 64 or 128 columns; W and x arrive as 64 x 64 boxes (8 KB,
+// 128-byte swizzle), every box of the K slice resident at once.
+
+constexpr int kSkinnyTmaThreads = 128;
+constexpr int64_t kSkinnyTmaChunk = 64;               ///< K per box
+constexpr int64_t kSkinnyTmaBoxBytes = 64 * 64 * 2;   ///< one 64 x 64 box
+/// The kernel aligns its shared memory to 1024 bytes itself.
+constexpr int64_t kSkinnyTmaAlignPad = 1024;
+
+struct SkinnyTmaPlan {
+  int64_t tileCols = 0; ///< 64 or 128
+  int split = 0;        ///< cluster size: CTAs per column tile
+  int64_t kSlice = 0;   ///< a multiple of 64
+  int chunks = 0;       ///< kSlice / 64
+  bool earlyWeights = false;
+  int64_t nTiles = 0, ctas = 0;
+  int pStride = 0;      ///< f32 partial tile row, floats
+  int64_t wBytes = 0, xBytes = 0, partBytes = 0;
+  int64_t barOffset = 0; ///< the mbarriers, after the operands
+  int64_t smemBytes = 0; ///< pad + max(operands, partials) + barriers
+  int threads() const { return kSkinnyTmaThreads; }
+};
+
+/// The TMA kernel's shape for a bf16 linear (K-major W, one batch entry),
+/// or nullopt (another layout, misalignment for TMA, slices too large).
+/// Candidates and cost as planSkinnyGemm's.
+inline std::optional<SkinnyTmaPlan>
+planSkinnyTma(const SkinnyGemmProblem &p, int sms,
+              const SkinnyResidency &residency,
+              SkinnyVariant v = SkinnyVariant()) {
+  using detail::ceilDiv;
+  if (!v.tma || !p.weightKMajor || p.batch != 1 || p.m < 1 ||
+      p.m > kSkinnyMaxM || p.n < 1 || p.n > (int64_t(1) << 30) || p.k < 8 ||
+      p.k % 8 || p.k > (int64_t(1) << 30))
+    return std::nullopt;
+  // cuTensorMapEncodeTiled: 16-byte aligned bases and row pitches.
+  if (p.x % 16 || p.w % 16 || (p.m > 1 && p.xRow % 8) || p.wRow % 8)
+    return std::nullopt;
+  std::optional<SkinnyTmaPlan> best;
+  int64_t bestCost = 0;
+  for (int64_t cols : {int64_t(64), int64_t(128)}) {
+    const int64_t nTiles = ceilDiv(p.n, cols);
+    for (int split = 1; split <= std::min(v.maxSplit, kSkinnyMaxSplit);
+         split *= 2) {
+      const int64_t kSlice =
+          ceilDiv(ceilDiv(p.k, split), kSkinnyTmaChunk) * kSkinnyTmaChunk;
+      if ((split - 1) * kSlice >= p.k)
+        break; // a rank without K
+      SkinnyTmaPlan c;
+      c.tileCols = cols;
+      c.split = split;
+      c.kSlice = kSlice;
+      c.chunks = int(kSlice / kSkinnyTmaChunk);
+      c.earlyWeights = v.earlyWeights;
+      c.nTiles = nTiles;
+      c.ctas = nTiles * split;
+      c.pStride = int(cols + 4);
+      c.wBytes = c.chunks * (cols / 64) * kSkinnyTmaBoxBytes;
+      c.xBytes = c.chunks * kSkinnyTmaBoxBytes;
+      c.partBytes = 64 * c.pStride * 4;
+      if (c.wBytes + c.xBytes > kSkinnySmemBudget)
+        continue;
+      c.barOffset = std::max(c.wBytes + c.xBytes, c.partBytes);
+      c.smemBytes = kSkinnyTmaAlignPad + c.barOffset + 8 * (1 + c.chunks);
+      if (c.smemBytes > kSkinnySmemPerCta)
+        continue;
+      const int64_t resident = residency(split, c.smemBytes);
+      if (resident < split)
+        continue;
+      const int64_t exchanged =
+          split > 1 ? 2 * 64 * cols * 4 * (split - 1) / split : 0;
+      const int64_t load =
+          ceilDiv(c.ctas, std::min<int64_t>(std::max(1, sms), resident));
+      const int64_t cost = (kSlice * cols + c.xBytes + exchanged) * load;
+      if (!best || cost < bestCost ||
+          (cost == bestCost && c.ctas > best->ctas)) {
+        best = c;
+        bestCost = cost;
+      }
+    }
+  }
+  return best;
 }
 
 } // namespace mlart::cuda

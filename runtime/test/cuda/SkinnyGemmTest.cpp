@@ -289,6 +289,13 @@ TEST(SkinnyGemm, StepShapePlans) {
     Arr x(dev, DType::BF16, {M, K}), w(dev, DType::BF16, {N, K}),
         out(dev, DType::BF16, {M, N});
     show(name, cuda::skinnyLinearPlan({x.d(), w.d(), out.d()}, sms));
+    const std::optional<cuda::SkinnyTmaPlan> t =
+        cuda::skinnyLinearTmaPlan({x.d(), w.d(), out.d()}, sms);
+    ASSERT_TRUE(t.has_value()) << name;
+    std::printf("%-9s %3lld cols x split %d, kSlice %4lld, %3lld CTAs, "
+                "%6lld B smem (TMA + wgmma)\n",
+                name, (long long)t->tileCols, t->split, (long long)t->kSlice,
+                (long long)t->ctas, (long long)t->smemBytes);
   }
   Arr qn(dev, DType::BF16, {M, H, 128}), wuk(dev, DType::BF16, {H, 128, 512}),
       q(dev, DType::BF16, {M, H, 512});
