@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 
 namespace mlart::cuda {
 
@@ -196,6 +197,37 @@ Status launchDecodeManyHeadsTma(const DecodeParams &p, int64_t batch,
 /// Split count of the many-heads path (one CTA per SM).
 int decodeSplitHeuristicMany(int smCount, int64_t batch, int64_t headGroups,
                              int64_t maxLen);
+
+#ifdef __CUDACC__
+/// Calls `body(std::true_type{})` when the decode output is bf16, else
+/// `body(std::false_type{})`: the type test is made once, and each side is
+/// its own contiguous unrolled block. With the test inside the epilogues'
+/// unrolled store loops, every bf16 store was followed by ~180 instructions
+/// of the other types' stores; the epilogue runs once per CTA from a cold
+/// instruction cache, and on the H200 73 % of its warp samples were
+/// instruction-fetch stalls (ncu, docs/performance.md, session 10).
+template <class Body>
+__device__ __forceinline__ void withOutputType(const DecodeIo &p, Body &&body) {
+  if (p.outType == int(DType::BF16))
+    body(std::true_type{});
+  else
+    body(std::false_type{});
+}
+
+/// Stores the adjacent output values out[off], out[off + 1]; kBf16 as
+/// withOutputType chose it (bf16: one 4-byte store, the offset even).
+template <bool kBf16>
+__device__ __forceinline__ void storeOutPair(const DecodeIo &p, int64_t off,
+                                             float v0, float v1) {
+  if constexpr (kBf16) {
+    *reinterpret_cast<uint32_t *>(static_cast<uint16_t *>(p.out) + off) =
+        uint32_t(floatToBf16Bits(v0)) | (uint32_t(floatToBf16Bits(v1)) << 16);
+  } else {
+    storeF(p.out, p.outType, off, v0);
+    storeF(p.out, p.outType, off + 1, v1);
+  }
+}
+#endif
 
 } // namespace mlart::cuda
 

@@ -192,24 +192,19 @@ __device__ __forceinline__ void storeOutput(const DecodeParams &p,
   using namespace sm90;
   const int H = p.heads;
   if (p.splits == 1) {
+    withOutputType(p, [&](auto bf16) {
 #pragma unroll
-    for (int j = 0; j < 32; ++j) {
-      const int col = wg * 256 + j * 8 + q4 * 2;
+      for (int j = 0; j < 32; ++j) {
+        const int col = wg * 256 + j * 8 + q4 * 2;
 #pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        const int h = h0 + r0 + 8 * r;
-        const int64_t off = b * p.oS0 + h * p.oS1 + col;
-        const float v0 = o[j * 4 + 2 * r] * inv[r],
-                    v1 = o[j * 4 + 2 * r + 1] * inv[r];
-        if (p.outType == int(DType::BF16)) {
-          *reinterpret_cast<uint32_t *>(static_cast<uint16_t *>(p.out) + off) =
-              packBf16(v0, v1);
-        } else {
-          storeF(p.out, p.outType, off, v0);
-          storeF(p.out, p.outType, off + 1, v1);
+        for (int r = 0; r < 2; ++r) {
+          const int h = h0 + r0 + 8 * r;
+          storeOutPair<decltype(bf16)::value>(
+              p, b * p.oS0 + h * p.oS1 + col, o[j * 4 + 2 * r] * inv[r],
+              o[j * 4 + 2 * r + 1] * inv[r]);
         }
       }
-    }
+    });
     if (p.lse && q4 == 0 && wg == 0) {
       p.lse[b * p.lS0 + (h0 + r0) * p.lS1] = lseV[0];
       p.lse[b * p.lS0 + (h0 + r0 + 8) * p.lS1] = lseV[1];
