@@ -69,6 +69,15 @@ StatusOr<Buffer> Device::allocate(size_t bytes) {
   return Buffer(this, data, bytes);
 }
 
+StatusOr<int> Device::linearAlgorithmCount(const LinearArgs &) { return 1; }
+
+Status Device::chooseLinearAlgorithm(const LinearArgs &, int index) {
+  return index == 0 ? Status::success()
+                    : outOfRange("linear has one algorithm on " +
+                                 std::string(kindName()) + ", not " +
+                                 std::to_string(index + 1));
+}
+
 StatusOr<Stream> Device::createStream() {
   MLART_ASSIGN_OR_RETURN(StreamHandle handle, createStreamRaw());
   return Stream(this, handle);

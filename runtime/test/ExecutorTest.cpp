@@ -499,5 +499,28 @@ TEST_F(ExecutorErrors, CpuRunsEveryInstructionInOrderWhateverTheStreamLimit) {
   EXPECT_TRUE(exec->run().ok());
 }
 
+// The CPU has one algorithm per linear: nothing for tuneGraph to choose,
+// and it needs a created stream like captureGraph (the CPU has none).
+TEST_F(ExecutorErrors, CpuOffersOneLinearAlgorithm) {
+  HostTensor x(DType::BF16, {2, 8}), w(DType::BF16, {4, 8}),
+      y(DType::BF16, {2, 4});
+  const LinearArgs a{x.ref, w.ref, y.ref};
+  StatusOr<int> n = device->linearAlgorithmCount(a);
+  ASSERT_TRUE(n.ok());
+  EXPECT_EQ(*n, 1);
+  EXPECT_TRUE(device->chooseLinearAlgorithm(a, 0).ok());
+  EXPECT_EQ(device->chooseLinearAlgorithm(a, 1).code(), StatusCode::OutOfRange);
+  EXPECT_EQ(device->chooseLinearAlgorithm(a, -1).code(),
+            StatusCode::OutOfRange);
+
+  LayerData data(rng);
+  ASSERT_TRUE(data.bindAll(*exec).ok());
+  ASSERT_TRUE(exec->bindCache("kv_cache", *cache).ok());
+  StatusOr<std::vector<Executor::LinearChoice>> choices =
+      exec->tuneGraph(nullptr);
+  EXPECT_EQ(choices.status().code(), StatusCode::InvalidArgument);
+  EXPECT_FALSE(exec->hasGraph());
+}
+
 } // namespace
 } // namespace mlart

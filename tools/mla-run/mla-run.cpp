@@ -59,6 +59,7 @@ struct Options {
   bool json = false;
   bool naive = false;
   bool graph = false;
+  bool tune = false; ///< --tune: capture through Executor::tuneGraph
   int perOp = -1; ///< -1: on for the CPU device, off for CUDA
   double naiveSoftmaxScale = 0.0; ///< 0: read it from the artifact
   /// --input NAME=FILE.npy: host data of buffer NAME (instead of random).
@@ -80,6 +81,9 @@ int usage() {
                "  --graph  (cuda) run step 0 eagerly, capture the step as a "
                "CUDA graph and replay it for the other steps; the step time "
                "is the median over the replays\n"
+               "  --tune  (with --graph) choose each linear's GEMM algorithm "
+               "by replaying the step (Executor::tuneGraph) when capturing; "
+               "prints the choices\n"
                "  --per-op  time every op (synchronizes after each one, so "
                "the step time includes that); default on for cpu, off for "
                "cuda\n"
@@ -121,6 +125,8 @@ bool parseOptions(int argc, char **argv, Options &o) {
       o.naive = true;
     else if (a == "--graph")
       o.graph = true;
+    else if (a == "--tune")
+      o.tune = true;
     else if (a == "--per-op")
       o.perOp = 1;
     else if (a == "--no-per-op")
@@ -171,7 +177,7 @@ bool parseOptions(int argc, char **argv, Options &o) {
     o.steps = 1;
   }
   return !o.artifact.empty() && o.steps > 0 && o.context >= 0 &&
-         o.sharedPrefix >= 0;
+         o.sharedPrefix >= 0 && (o.graph || !o.tune); // --tune needs --graph
 }
 
 using mlarun::DeviceTensor;
@@ -504,8 +510,23 @@ int main(int argc, char **argv) {
       // Capture once, after the eager warm-up step (no per-op timing in a
       // graph: it would synchronize inside the capture).
       executor.value().setTimingCallback(nullptr);
-      if (Status s = executor.value().captureGraph(stream); !s.ok())
-        return fail("capturing the step graph", s);
+      if (options.tune) {
+        // Replays this step's data while choosing (the same cache slots,
+        // the same values), then leaves it captured.
+        auto choices = executor.value().tuneGraph(stream);
+        if (!choices.ok())
+          return fail("tuning the step graph", choices.status());
+        for (const Executor::LinearChoice &c : *choices)
+          std::printf("tuned linear #%zu (%s): algorithm %d of %d, %.2f us "
+                      "a step\n",
+                      c.instruction,
+                      executor.value().artifact().describeInstruction(
+                          c.instruction).c_str(),
+                      c.chosen, c.candidates, c.microseconds);
+      }
+      if (!executor.value().hasGraph())
+        if (Status s = executor.value().captureGraph(stream); !s.ok())
+          return fail("capturing the step graph", s);
     }
     auto start = std::chrono::steady_clock::now();
     if (replay) {

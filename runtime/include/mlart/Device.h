@@ -198,6 +198,14 @@ public:
   /// The kernels that run on this device.
   virtual const KernelLibrary &kernels() const = 0;
 
+  /// How many algorithms `kernels().linear(a)` can choose from for `a`'s
+  /// shape (CUDA: cuBLASLt's candidates; 1 where there is no choice), and
+  /// a fixed choice among them for every later call of that shape.
+  /// Executor::tuneGraph picks it by timing the whole step. Defaults: 1,
+  /// and only index 0 is accepted (OutOfRange otherwise).
+  virtual StatusOr<int> linearAlgorithmCount(const LinearArgs &a);
+  virtual Status chooseLinearAlgorithm(const LinearArgs &a, int index);
+
   /// True when the device can run compiler-generated kernels
   /// (docs/codegen.md). The executor runs the library kernel for
   /// instructions that name one on devices that cannot (same semantics).

@@ -113,6 +113,30 @@ public:
   /// device().checkErrors(stream) after its own synchronization.
   Status runGraph(StreamHandle stream, bool wait = true);
 
+  /// What tuneGraph chose for one linear instruction.
+  struct LinearChoice {
+    size_t instruction = 0; ///< its index in the program
+    int candidates = 0;     ///< algorithms the device offered
+    int chosen = 0;         ///< the index kept (0: the device's first)
+    double microseconds = 0.0; ///< the step's graph replay with it
+  };
+  /// Chooses the algorithm of every linear instruction where the device
+  /// offers several (Device::linearAlgorithmCount: cuBLASLt's candidates
+  /// on CUDA) by what the whole step takes: for each such linear in
+  /// program order, every candidate is set, the step captured and its
+  /// graph replayed `replays` times (the fastest of three batches counts),
+  /// the other linears at their current choice; the fastest is kept. A
+  /// GEMM timed alone (the per-shape autotune) misses what matters in the
+  /// step: which GEMMs run side by side on the concurrent streams and
+  /// whether their CTAs fit on the device together (docs/runtime.md).
+  /// Linears of one shape share a choice; it holds for this process's
+  /// later calls of that shape, eager and captured. Replays write the
+  /// bound step's cache slots, as runGraph does. Needs a created stream
+  /// (as captureGraph); on success the step is left captured with the
+  /// final choices, or untouched when there was nothing to choose.
+  StatusOr<std::vector<LinearChoice>> tuneGraph(StreamHandle stream,
+                                                int replays = 20);
+
   /// Most streams a run or capture may spread the instructions over
   /// (docs/runtime.md, "Concurrent streams"): independent instructions go
   /// to side streams the executor owns and join the caller's stream with
@@ -135,6 +159,10 @@ private:
   Executor(Artifact artifact, Device &device, Buffer arena);
   /// Instruction `i` of the program on `stream`.
   Status runInstruction(size_t i, StreamHandle stream);
+  /// The arguments of linear instruction `i` at the current bindings.
+  LinearArgs linearArgs(size_t i) const;
+  /// Microseconds a replay of the captured graph takes on `stream`.
+  StatusOr<double> timeGraph(StreamHandle stream, int replays);
   /// Whether view `index` lies in a weight buffer. No instruction writes
   /// one (Artifact validation), so after the first instruction of a run
   /// the kernel before any GEMM on its stream is one of ours and cannot

@@ -162,6 +162,30 @@ Status vUp(CudaContext &ctx, const VUpArgs &a, cudaStream_t s) {
                  a.staticWeight, s, "vUp");
 }
 
+/// Whether linear hands `a` to cuBLASLt (the dispatch of linear below).
+static StatusOr<bool> linearUsesLt(CudaContext &ctx, const LinearArgs &a) {
+  MLART_RETURN_IF_ERROR(cpu::validateLinear(a));
+  MLART_RETURN_IF_ERROR(checkGemmTypes(a.x, a.weight, a.out, "linear"));
+  if (skinnyLinearTmaPlan(a, ctx.smCount) || skinnyLinearPlan(a, ctx.smCount))
+    return false;
+  return a.addend.present() || ltForPlainLinear();
+}
+
+StatusOr<int> linearAlgorithmCount(CudaContext &ctx, const LinearArgs &a) {
+  MLART_ASSIGN_OR_RETURN(bool lt, linearUsesLt(ctx, a));
+  return lt ? ctx.blasLt->algorithmCount(a) : StatusOr<int>(1);
+}
+
+Status chooseLinearAlgorithm(CudaContext &ctx, const LinearArgs &a,
+                             int index) {
+  MLART_ASSIGN_OR_RETURN(bool lt, linearUsesLt(ctx, a));
+  if (lt)
+    return ctx.blasLt->chooseAlgorithm(a, index);
+  return index == 0 ? Status::success()
+                    : outOfRange("linear: this call has one algorithm, not " +
+                                 std::to_string(index + 1));
+}
+
 Status linear(CudaContext &ctx, const LinearArgs &a, cudaStream_t s) {
   MLART_RETURN_IF_ERROR(cpu::validateLinear(a));
   const int64_t T = a.x.sizes[0], K = a.x.sizes[1], N = a.weight.sizes[0];

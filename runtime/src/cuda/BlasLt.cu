@@ -256,6 +256,56 @@ Status BlasLt::autotune(Plan &p, cudaStream_t stream, const LinearArgs &a,
   return Status::success();
 }
 
+BlasLt::Key BlasLt::keyOf(const LinearArgs &a) {
+  const int64_t T = a.x.sizes[0], K = a.x.sizes[1], N = a.weight.sizes[0];
+  const bool withAddend = a.addend.present();
+  return {int64_t(a.out.dtype),
+          N,
+          T,
+          K,
+          leading(a.weight, K),
+          leading(a.x, K),
+          leading(a.out, N),
+          withAddend ? leading(a.addend, N) : 0,
+          alignmentOf(a.weight.data),
+          alignmentOf(a.x.data),
+          alignmentOf(withAddend ? a.addend.data : a.out.data),
+          alignmentOf(a.out.data)};
+}
+
+/// An empty product (no rows, columns or K) runs no cuBLASLt algorithm.
+static bool emptyLinear(const LinearArgs &a) {
+  return a.x.sizes[0] == 0 || a.weight.sizes[0] == 0 || a.x.sizes[1] == 0;
+}
+
+StatusOr<int> BlasLt::algorithmCount(const LinearArgs &a) {
+  std::lock_guard<std::mutex> lock(mu_);
+  MLART_RETURN_IF_ERROR(load());
+  if (emptyLinear(a))
+    return 1;
+  StatusOr<Plan *> p = plan(keyOf(a), ltType(a.out.dtype));
+  MLART_RETURN_IF_ERROR(p.status());
+  return int((*p)->algos.size());
+}
+
+Status BlasLt::chooseAlgorithm(const LinearArgs &a, int index) {
+  std::lock_guard<std::mutex> lock(mu_);
+  MLART_RETURN_IF_ERROR(load());
+  if (emptyLinear(a))
+    return index == 0 ? Status::success()
+                      : outOfRange("linear: an empty product has one "
+                                   "algorithm, not " + std::to_string(index + 1));
+  StatusOr<Plan *> p = plan(keyOf(a), ltType(a.out.dtype));
+  MLART_RETURN_IF_ERROR(p.status());
+  Plan &planned = **p;
+  if (index < 0 || size_t(index) >= planned.algos.size())
+    return outOfRange("linear: algorithm " + std::to_string(index) +
+                      " of " + std::to_string(planned.algos.size()));
+  planned.chosen = size_t(index);
+  planned.tuned = true; // the per-shape autotune must not replace it
+  return Status::success();
+}
+
 Status BlasLt::linear(cudaStream_t stream, const LinearArgs &a) {
   std::lock_guard<std::mutex> lock(mu_);
   MLART_RETURN_IF_ERROR(load());
@@ -280,19 +330,7 @@ Status BlasLt::linear(cudaStream_t stream, const LinearArgs &a) {
                        "cudaMemset2DAsync (linear)");
     return Status::success();
   }
-  const Key key = {int64_t(a.out.dtype),
-                   N,
-                   T,
-                   K,
-                   leading(a.weight, K),
-                   leading(a.x, K),
-                   leading(a.out, N),
-                   withAddend ? leading(a.addend, N) : 0,
-                   alignmentOf(a.weight.data),
-                   alignmentOf(a.x.data),
-                   alignmentOf(withAddend ? a.addend.data : a.out.data),
-                   alignmentOf(a.out.data)};
-  StatusOr<Plan *> p = plan(key, ltType(a.out.dtype));
+  StatusOr<Plan *> p = plan(keyOf(a), ltType(a.out.dtype));
   MLART_RETURN_IF_ERROR(p.status());
   StatusOr<void *> ws = workspaces_.get(stream);
   MLART_RETURN_IF_ERROR(ws.status());

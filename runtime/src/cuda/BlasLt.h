@@ -59,6 +59,13 @@ public:
   /// the GEMM type check); rows must have unit inner stride.
   Status linear(cudaStream_t stream, const LinearArgs &a);
 
+  /// The candidate algorithms of `a`'s shape (cuBLASLt's heuristic, up to
+  /// 8; planned on first use), and a fixed choice among them for every
+  /// later call of that shape, replacing the per-shape autotune
+  /// (Executor::tuneGraph picks it by replaying the step).
+  StatusOr<int> algorithmCount(const LinearArgs &a);
+  Status chooseAlgorithm(const LinearArgs &a, int index);
+
 private:
   /// What fixes the descriptors and the algorithm: dtype, m = N, n = T,
   /// k = K, leading dimensions of W, x, out and addend (0: none), and the
@@ -73,6 +80,7 @@ private:
     bool tuned = false;
   };
 
+  static Key keyOf(const LinearArgs &a);
   Status load();
   StatusOr<Plan *> plan(const Key &key, cudaDataType type);
   /// Times each candidate of `p` on `stream` and keeps the fastest.

@@ -111,6 +111,10 @@ Status prefillAttention(CudaContext &, const PrefillAttentionArgs &,
 Status qAbsorb(CudaContext &, const QAbsorbArgs &, cudaStream_t);
 Status vUp(CudaContext &, const VUpArgs &, cudaStream_t);
 Status linear(CudaContext &, const LinearArgs &, cudaStream_t);
+/// The algorithms linear may run for `a` (cuBLASLt's candidates; 1 where
+/// the call takes the skinny kernel or plain cuBLAS) and a fixed choice.
+StatusOr<int> linearAlgorithmCount(CudaContext &, const LinearArgs &);
+Status chooseLinearAlgorithm(CudaContext &, const LinearArgs &, int index);
 Status qConcat(CudaContext &, const QConcatArgs &, cudaStream_t);
 Status quantize(CudaContext &, const QuantizeArgs &, cudaStream_t);
 Status rmsNorm(CudaContext &, const RmsNormArgs &, cudaStream_t);

@@ -180,6 +180,14 @@ public:
       cudaFreeHost(ctx_.hostRecord);
   }
 
+  StatusOr<int> linearAlgorithmCount(const LinearArgs &a) override {
+    MLART_CUDA_CHECK(cudaSetDevice(ordinal_), "cudaSetDevice");
+    return cuda::linearAlgorithmCount(ctx_, a);
+  }
+  Status chooseLinearAlgorithm(const LinearArgs &a, int index) override {
+    MLART_CUDA_CHECK(cudaSetDevice(ordinal_), "cudaSetDevice");
+    return cuda::chooseLinearAlgorithm(ctx_, a, index);
+  }
   bool supportsCodegenKernels() const override { return true; }
   Status launchCodegenCacheWrite(const CodegenModule &module,
                                  const CodegenKernel &kernel,

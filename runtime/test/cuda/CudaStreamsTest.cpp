@@ -79,43 +79,88 @@ std::vector<uint8_t> cacheBytes(KVCache &c) {
   return b;
 }
 
+/// The two-branch step's inputs, weights, two outputs and two caches on
+/// the device: executor 1 writes out1 / cache1, executor 2 out2 / cache2.
+struct TwoBranchRig {
+  explicit TwoBranchRig(CudaDevice *dev) : dev(dev) {
+    for (Arr *a : {&wNorm, &wQ, &wKv, &wKvNorm, &wO}) {
+      a->random(-0.2f, 0.2f);
+      a->up(dev);
+    }
+    for (StatusOr<KVCache> *c : {&cache1, &cache2}) {
+      EXPECT_TRUE(c->ok());
+      if (c->ok())
+        EXPECT_TRUE(dev->memset((*c)->data(), 0, (*c)->sizeBytes()).ok());
+    }
+  }
+  /// An executor of the step with `streams` streams, bound to out1/cache1
+  /// (which = 1) or out2/cache2.
+  StatusOr<Executor> executor(int which, int streams) {
+    MLART_ASSIGN_OR_RETURN(Executor e, Executor::create(twoBranchStep(), *dev));
+    e.setMaxStreams(streams);
+    Arr &out = which == 1 ? out1 : out2;
+    KVCache &cache = which == 1 ? *cache1 : *cache2;
+    for (auto [name, arr] : {std::pair<const char *, Arr *>{"x", &x},
+                             {"slot_mapping", &slots},
+                             {"w_norm", &wNorm},
+                             {"w_q", &wQ},
+                             {"w_kv", &wKv},
+                             {"w_kv_norm", &wKvNorm},
+                             {"w_o", &wO},
+                             {"out", &out}})
+      MLART_RETURN_IF_ERROR(e.bind(name, arr->d()));
+    MLART_RETURN_IF_ERROR(e.bindCache("kv_cache", cache));
+    return e;
+  }
+  /// Fresh x and slots (one of them -1) for `step`; both outputs poisoned.
+  void newStep(int step) {
+    x.random();
+    std::vector<int64_t> s(T);
+    for (int64_t t = 0; t < T; ++t)
+      s[size_t(t)] = (t * 7 + step * 16) % (8 * 16);
+    s[size_t(step % T)] = -1;
+    slots.setI64(s);
+    x.up(dev);
+    slots.up(dev);
+    poisonOutputs();
+  }
+  void poisonOutputs() {
+    out1.poison();
+    out2.poison();
+    out1.up(dev);
+    out2.up(dev);
+    ASSERT_TRUE(dev->synchronize().ok());
+  }
+  /// Outputs and caches of the two executors are bit-identical, and the
+  /// output is a real result, not poison.
+  void expectSame(const char *what, int step) {
+    EXPECT_EQ(out1.down(dev), out2.down(dev)) << what << " step " << step;
+    EXPECT_EQ(cacheBytes(*cache1), cacheBytes(*cache2))
+        << what << " step " << step;
+    std::vector<uint8_t> o = out2.down(dev);
+    for (int64_t i = 0; i < T * HID; ++i)
+      ASSERT_FALSE(std::isnan(loadAsFloat(o.data(), DType::BF16, size_t(i))));
+  }
+
+  CudaDevice *dev;
+  const DType bf = DType::BF16;
+  Arr x{dev, bf, {T, HID}}, slots{dev, DType::I64, {T}}, wNorm{dev, bf, {HID}},
+      wQ{dev, bf, {QN, HID}}, wKv{dev, bf, {LAT + ROPE, HID}},
+      wKvNorm{dev, bf, {LAT}}, wO{dev, bf, {HID, QN}}, out1{dev, bf, {T, HID}},
+      out2{dev, bf, {T, HID}};
+  StatusOr<KVCache> cache1 = KVCache::create(*dev, streamsCacheDesc());
+  StatusOr<KVCache> cache2 = KVCache::create(*dev, streamsCacheDesc());
+};
+
 } // namespace
 
 TEST(CudaStreams, TwoStreamsMatchOneStreamBitForBit) {
   REQUIRE_GPU();
-  const DType bf = DType::BF16;
-  Arr x(dev, bf, {T, HID}), slots(dev, DType::I64, {T}),
-      wNorm(dev, bf, {HID}), wQ(dev, bf, {QN, HID}),
-      wKv(dev, bf, {LAT + ROPE, HID}), wKvNorm(dev, bf, {LAT}),
-      wO(dev, bf, {HID, QN}), out1(dev, bf, {T, HID}), out2(dev, bf, {T, HID});
-  for (Arr *a : {&wNorm, &wQ, &wKv, &wKvNorm, &wO}) {
-    a->random(-0.2f, 0.2f);
-    a->up(dev);
-  }
-  StatusOr<KVCache> cache1 = KVCache::create(*dev, streamsCacheDesc());
-  StatusOr<KVCache> cache2 = KVCache::create(*dev, streamsCacheDesc());
-  ASSERT_TRUE(cache1.ok() && cache2.ok());
-  ASSERT_TRUE(dev->memset(cache1->data(), 0, cache1->sizeBytes()).ok());
-  ASSERT_TRUE(dev->memset(cache2->data(), 0, cache2->sizeBytes()).ok());
-
-  StatusOr<Executor> one = Executor::create(twoBranchStep(), *dev);
-  StatusOr<Executor> two = Executor::create(twoBranchStep(), *dev);
-  ASSERT_TRUE(one.ok() && two.ok());
-  one->setMaxStreams(1);
-  two->setMaxStreams(2);
-  auto bindAll = [&](Executor &e, Arr &out, KVCache &cache) {
-    ASSERT_TRUE(e.bind("x", x.d()).ok());
-    ASSERT_TRUE(e.bind("slot_mapping", slots.d()).ok());
-    ASSERT_TRUE(e.bind("w_norm", wNorm.d()).ok());
-    ASSERT_TRUE(e.bind("w_q", wQ.d()).ok());
-    ASSERT_TRUE(e.bind("w_kv", wKv.d()).ok());
-    ASSERT_TRUE(e.bind("w_kv_norm", wKvNorm.d()).ok());
-    ASSERT_TRUE(e.bind("w_o", wO.d()).ok());
-    ASSERT_TRUE(e.bind("out", out.d()).ok());
-    ASSERT_TRUE(e.bindCache("kv_cache", cache).ok());
-  };
-  bindAll(*one, out1, *cache1);
-  bindAll(*two, out2, *cache2);
+  TwoBranchRig rig(dev);
+  StatusOr<Executor> one = rig.executor(1, 1);
+  StatusOr<Executor> two = rig.executor(2, 2);
+  ASSERT_TRUE(one.ok()) << one.status().toString();
+  ASSERT_TRUE(two.ok()) << two.status().toString();
 
   StatusOr<const StreamPlan *> plan = two->streamPlan();
   ASSERT_TRUE(plan.ok()) << plan.status().toString();
@@ -129,59 +174,97 @@ TEST(CudaStreams, TwoStreamsMatchOneStreamBitForBit) {
   StatusOr<Stream> stream = dev->createStream();
   ASSERT_TRUE(stream.ok());
   StreamHandle st = stream->handle();
-  auto newStep = [&](int step) {
-    x.random();
-    std::vector<int64_t> s(T);
-    for (int64_t t = 0; t < T; ++t)
-      s[size_t(t)] = (t * 7 + step * 16) % (8 * 16);
-    s[size_t(step % T)] = -1;
-    slots.setI64(s);
-    out1.poison();
-    out2.poison();
-    for (Arr *a : {&x, &slots, &out1, &out2})
-      a->up(dev);
-    ASSERT_TRUE(dev->synchronize().ok());
-  };
-  auto expectSame = [&](const char *what, int step) {
-    EXPECT_EQ(out1.down(dev), out2.down(dev)) << what << " step " << step;
-    EXPECT_EQ(cacheBytes(*cache1), cacheBytes(*cache2))
-        << what << " step " << step;
-    // The output is a real result, not poison.
-    std::vector<uint8_t> o = out2.down(dev);
-    for (int64_t i = 0; i < T * HID; ++i)
-      ASSERT_FALSE(std::isnan(loadAsFloat(o.data(), bf, size_t(i))));
-  };
-
   for (int step = 0; step < 3; ++step) {
-    newStep(step);
+    rig.newStep(step);
     ASSERT_TRUE(one->run(st).ok());
     Status r = two->run(st);
     ASSERT_TRUE(r.ok()) << r.toString();
     ASSERT_TRUE(dev->synchronize(st).ok());
-    expectSame("eager", step);
+    rig.expectSame("eager", step);
   }
   ASSERT_TRUE(one->captureGraph(st).ok());
   Status cap = two->captureGraph(st);
   ASSERT_TRUE(cap.ok()) << cap.toString();
   for (int step = 3; step < 6; ++step) {
-    newStep(step);
+    rig.newStep(step);
     ASSERT_TRUE(one->runGraph(st).ok());
     Status r = two->runGraph(st);
     ASSERT_TRUE(r.ok()) << r.toString();
-    expectSame("graph", step);
+    rig.expectSame("graph", step);
   }
 
   // A bad slot on the side stream: reported by the joined replay, nothing
   // written.
-  newStep(6);
+  rig.newStep(6);
   std::vector<int64_t> bad(T, 3);
   bad[5] = 8 * 16;
-  slots.setI64(bad);
-  slots.up(dev);
+  rig.slots.setI64(bad);
+  rig.slots.up(dev);
   ASSERT_TRUE(dev->synchronize().ok());
-  std::vector<uint8_t> before = cacheBytes(*cache2);
+  std::vector<uint8_t> before = cacheBytes(*rig.cache2);
   EXPECT_EQ(two->runGraph(st).code(), StatusCode::OutOfRange);
-  EXPECT_EQ(cacheBytes(*cache2), before);
+  EXPECT_EQ(cacheBytes(*rig.cache2), before);
   EXPECT_EQ(two->run(st).code(), StatusCode::OutOfRange);
-  EXPECT_EQ(cacheBytes(*cache2), before);
+  EXPECT_EQ(cacheBytes(*rig.cache2), before);
+}
+
+// tuneGraph picks each linear's cuBLASLt algorithm by replaying the whole
+// two-stream step; the choice then holds for every call of that shape, so
+// the tuned graph and an eager one-stream run of the same shapes agree bit
+// for bit, over fresh steps. A choice outside the candidates is refused.
+TEST(CudaStreams, TuneGraphChoosesEveryLinearInContext) {
+  REQUIRE_GPU();
+  TwoBranchRig rig(dev);
+  StatusOr<Executor> one = rig.executor(1, 1);
+  StatusOr<Executor> two = rig.executor(2, 2);
+  ASSERT_TRUE(one.ok() && two.ok());
+  StatusOr<Stream> stream = dev->createStream();
+  ASSERT_TRUE(stream.ok());
+  StreamHandle st = stream->handle();
+  // Step 0 eagerly on both (loads cuBLAS, warms the allocator). The tuning
+  // replays step 0 into cache 2 with every candidate, so step 0 runs again
+  // on both once the choices are made.
+  rig.newStep(0);
+  ASSERT_TRUE(one->run(st).ok());
+  ASSERT_TRUE(two->run(st).ok());
+
+  EXPECT_EQ(two->tuneGraph(nullptr).status().code(),
+            StatusCode::InvalidArgument);
+  EXPECT_EQ(two->tuneGraph(st, 0).status().code(), StatusCode::InvalidArgument);
+  StatusOr<std::vector<Executor::LinearChoice>> choices = two->tuneGraph(st, 3);
+  ASSERT_TRUE(choices.ok()) << choices.status().toString();
+  // cuBLASLt offers several algorithms for these bf16 shapes; the three
+  // linears (q_proj, kv_a, o_proj) have different shapes.
+  ASSERT_FALSE(choices->empty());
+  const std::vector<Instruction> &program = two->artifact().instructions();
+  for (const Executor::LinearChoice &c : *choices) {
+    ASSERT_LT(c.instruction, program.size());
+    EXPECT_EQ(program[c.instruction].opcode, Opcode::Linear);
+    EXPECT_GT(c.candidates, 1);
+    EXPECT_GE(c.chosen, 0);
+    EXPECT_LT(c.chosen, c.candidates);
+    EXPECT_TRUE(std::isfinite(c.microseconds) && c.microseconds > 0.0);
+    std::printf("linear #%zu: %d candidates, chose %d, %.2f us a step\n",
+                c.instruction, c.candidates, c.chosen, c.microseconds);
+  }
+  ASSERT_TRUE(two->hasGraph());
+
+  for (int step = 0; step < 4; ++step) {
+    if (step > 0)
+      rig.newStep(step);
+    else
+      rig.poisonOutputs(); // step 0's inputs again
+    ASSERT_TRUE(one->run(st).ok());
+    Status r = two->runGraph(st);
+    ASSERT_TRUE(r.ok()) << r.toString();
+    rig.expectSame("tuned graph", step);
+  }
+
+  // The device refuses an index outside the shape's candidates.
+  Arr q(dev, DType::BF16, {T, QN});
+  const LinearArgs a{rig.x.d(), rig.wQ.d(), q.d()};
+  StatusOr<int> n = dev->linearAlgorithmCount(a);
+  ASSERT_TRUE(n.ok()) << n.status().toString();
+  EXPECT_EQ(dev->chooseLinearAlgorithm(a, *n).code(), StatusCode::OutOfRange);
+  EXPECT_EQ(dev->chooseLinearAlgorithm(a, -1).code(), StatusCode::OutOfRange);
 }
