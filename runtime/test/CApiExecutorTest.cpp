@@ -161,6 +161,27 @@ TEST(CApiExecutor, LoadBindRunThroughTheCHeader) {
   }
   ASSERT_EQ(mlart_executor_set_max_streams(exec, 1), nullptr);
 
+  // Graphs need a created device stream: the CPU's streams are NULL.
+  {
+    CStatus c(mlart_executor_capture_graph(exec, nullptr));
+    EXPECT_EQ(c.code(), MLART_STATUS_INVALID_ARGUMENT);
+    CStatus r(mlart_executor_run_graph(exec, nullptr));
+    EXPECT_EQ(r.code(), MLART_STATUS_FAILED_PRECONDITION) << r.message();
+    CStatus t(mlart_executor_tune_graph(exec, nullptr, -1, nullptr));
+    EXPECT_EQ(t.code(), MLART_STATUS_INVALID_ARGUMENT);
+    int tuned = -1;
+    CStatus u(mlart_executor_tune_graph(exec, nullptr, 0, &tuned));
+    EXPECT_EQ(u.code(), MLART_STATUS_INVALID_ARGUMENT);
+    EXPECT_EQ(tuned, -1) << "nothing written on failure";
+    for (mlart_status n : {mlart_executor_capture_graph(nullptr, nullptr),
+                           mlart_executor_run_graph(nullptr, nullptr),
+                           mlart_executor_tune_graph(nullptr, nullptr, 0,
+                                                     nullptr)}) {
+      CStatus s(n);
+      EXPECT_EQ(s.code(), MLART_STATUS_INVALID_ARGUMENT);
+    }
+  }
+
   mlart_executor_free(exec);
   mlart_kv_cache_destroy(other);
   mlart_kv_cache_destroy(cache);

@@ -484,6 +484,30 @@ mlart_status mlart_executor_set_timing_callback(mlart_executor *executor,
 mlart_status mlart_executor_set_max_streams(mlart_executor *executor,
                                             int streams);
 
+/*---- The step as a CUDA graph (CUDA device; see docs/runtime.md) ---------*/
+
+/** Records one step into a device graph on `stream` (a created stream, not
+ *  NULL), replacing any earlier one; nothing runs. The graph holds the
+ *  bound addresses: write each new step's data into the same buffers and
+ *  replay. Run one eager step first. InvalidArgument for a NULL stream
+ *  (also on the CPU device, whose streams are NULL). */
+mlart_status mlart_executor_capture_graph(mlart_executor *executor,
+                                          mlart_stream *stream);
+/** Replays the captured step on `stream` and waits for it; returns the
+ *  errors the replay recorded on the device (OutOfRange for a bad slot,
+ *  nothing written). FailedPrecondition when no graph was captured. */
+mlart_status mlart_executor_run_graph(mlart_executor *executor,
+                                      mlart_stream *stream);
+/** Chooses each linear's GEMM algorithm by replaying the whole step with
+ *  every candidate, `replays` replays each (0: 20), and leaves the step
+ *  captured with the choices (Executor::tuneGraph). The replays write the
+ *  bound step's cache slots, as mlart_executor_run_graph does. When
+ *  `out_num_tuned` is not NULL it receives how many linear shapes were
+ *  tuned (0: nothing to choose, and no capture was made). */
+mlart_status mlart_executor_tune_graph(mlart_executor *executor,
+                                       mlart_stream *stream, int replays,
+                                       int *out_num_tuned);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

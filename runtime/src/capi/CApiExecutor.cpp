@@ -142,4 +142,49 @@ mlart_status mlart_executor_set_max_streams(mlart_executor *executor,
   });
 }
 
+mlart_status mlart_executor_capture_graph(mlart_executor *executor,
+                                          mlart_stream *stream) {
+  return guarded([&]() -> Status {
+    if (!executor)
+      return nullArg("executor");
+    StreamHandle h;
+    MLART_RETURN_IF_ERROR(capi::toStreamHandle(
+        *executor->device, stream, "mlart_executor_capture_graph", h));
+    return executor->executor.captureGraph(h);
+  });
+}
+
+mlart_status mlart_executor_run_graph(mlart_executor *executor,
+                                      mlart_stream *stream) {
+  return guarded([&]() -> Status {
+    if (!executor)
+      return nullArg("executor");
+    StreamHandle h;
+    MLART_RETURN_IF_ERROR(capi::toStreamHandle(
+        *executor->device, stream, "mlart_executor_run_graph", h));
+    return executor->executor.runGraph(h, /*wait=*/true);
+  });
+}
+
+mlart_status mlart_executor_tune_graph(mlart_executor *executor,
+                                       mlart_stream *stream, int replays,
+                                       int *out_num_tuned) {
+  return guarded([&]() -> Status {
+    if (!executor)
+      return nullArg("executor");
+    if (replays < 0)
+      return invalidArgument("tune_graph: replays must be >= 0 (0: 20), "
+                             "got " + std::to_string(replays));
+    StreamHandle h;
+    MLART_RETURN_IF_ERROR(capi::toStreamHandle(
+        *executor->device, stream, "mlart_executor_tune_graph", h));
+    MLART_ASSIGN_OR_RETURN(
+        std::vector<Executor::LinearChoice> choices,
+        executor->executor.tuneGraph(h, replays == 0 ? 20 : replays));
+    if (out_num_tuned)
+      *out_num_tuned = int(choices.size());
+    return Status::success();
+  });
+}
+
 } // extern "C"

@@ -459,10 +459,12 @@ struct ExecutorAndCache {
 };
 
 /// Runs the program on `stream` of `dev`; returns out and the cache bytes.
+/// With `graph`, after the eager step the output is poisoned again and the
+/// step is tuned (nothing to choose: no linear), captured and replayed.
 void runExecutor(mlart_device *dev, mlart_stream *stream,
                  const std::vector<float> &a, const std::vector<float> &b,
                  const std::vector<int64_t> &slots, std::vector<float> &out,
-                 std::vector<uint8_t> &cacheBytes) {
+                 std::vector<uint8_t> &cacheBytes, bool graph = false) {
   Buf ba(dev, a.size() * 4), bb(dev, b.size() * 4), bo(dev, a.size() * 4),
       bs(dev, slots.size() * 8);
   ExecutorAndCache ec;
@@ -498,6 +500,17 @@ void runExecutor(mlart_device *dev, mlart_stream *stream,
   ASSERT_C_OK(mlart_executor_bind_cache(ec.exec, "cache", ec.cache));
   ASSERT_C_OK(mlart_executor_run(ec.exec, stream));
   ASSERT_C_OK(mlart_stream_synchronize(stream));
+  if (graph) {
+    CStatus noGraph(mlart_executor_run_graph(ec.exec, stream));
+    EXPECT_EQ(noGraph.code(), MLART_STATUS_FAILED_PRECONDITION);
+    int tuned = -1;
+    ASSERT_C_OK(mlart_executor_tune_graph(ec.exec, stream, 2, &tuned));
+    EXPECT_EQ(tuned, 0);
+    ASSERT_C_OK(
+        mlart_buffer_write_on(bo.b, 0, nan.data(), nan.size() * 4, stream));
+    ASSERT_C_OK(mlart_executor_capture_graph(ec.exec, stream));
+    ASSERT_C_OK(mlart_executor_run_graph(ec.exec, stream));
+  }
   out.assign(a.size(), 0.0f);
   cacheBytes.assign(mlart_kv_cache_size_bytes(ec.cache), 0);
   ASSERT_C_OK(
@@ -529,6 +542,12 @@ TEST(CApiCuda, ExecutorRunsOnAStreamLikeTheCpuDevice) {
   EXPECT_EQ(0, std::memcmp(gotOut.data(), wantOut.data(), a.size() * 4));
   EXPECT_TRUE(gotCache == wantCache);
   EXPECT_EQ(wantOut[0], a[0] + b[0]);
+
+  // The same step captured and replayed as a CUDA graph.
+  ASSERT_NO_FATAL_FAILURE(
+      runExecutor(gpu.dev, gpu.stream, a, b, slots, gotOut, gotCache, true));
+  EXPECT_EQ(0, std::memcmp(gotOut.data(), wantOut.data(), a.size() * 4));
+  EXPECT_TRUE(gotCache == wantCache);
 }
 
 } // namespace
