@@ -736,6 +736,9 @@ int main(int argc, char **argv) {
   // Whole compiled decode steps (mla-gen | mla-opt | mla-translate), eager
   // (one Executor::run per call, host launches included) and replayed as
   // the executor's CUDA graph.
+  // Kept for the tuned rows below.
+  std::vector<std::pair<std::string, std::unique_ptr<bench::CompiledStep>>>
+      loadedSteps;
   for (const std::string &path : stepPaths) {
     auto step = bench::CompiledStep::load(*dev, path, stepContext, rng);
     if (!step.ok()) {
@@ -762,32 +765,26 @@ int main(int argc, char **argv) {
       add("step " + base + " graph" + tag, shape, graph,
           step.value()->bytes(), step.value()->flops(), graph);
     }
+    loadedSteps.emplace_back(path, std::move(step).value());
   }
   // The same steps with each linear's cuBLASLt algorithm chosen by
   // replaying the step (Executor::tuneGraph), after every untuned row: the
   // choice holds for the rest of the process.
-  for (const std::string &path : stepPaths) {
-    auto step = bench::CompiledStep::load(*dev, path, stepContext, rng);
-    if (!step.ok())
-      continue;
-    Executor &ex = step.value()->executor();
+  for (auto &[path, step] : loadedSteps) {
+    Executor &ex = step->executor();
     const std::string base = path.substr(path.find_last_of('/') + 1);
-    const std::string shape = "B=" + std::to_string(step.value()->batch()) +
+    const std::string shape = "B=" + std::to_string(step->batch()) +
                               " L=" + std::to_string(stepContext + 1);
     ex.setMaxStreams(2);
-    CHECK(ex.run(gStream));
     auto choices = ex.tuneGraph(gStream);
     CHECK(choices.status());
     for (const Executor::LinearChoice &c : *choices)
-      std::printf("tuned %s: linear #%zu (%s): algorithm %d of %d, %.2f us "
-                  "a step\n",
-                  base.c_str(), c.instruction,
-                  ex.artifact().describeInstruction(c.instruction).c_str(),
-                  c.chosen, c.candidates, c.microseconds);
+      std::printf("tuned %s: %s\n", base.c_str(),
+                  ex.describeLinearChoice(c).c_str());
     double graph = timeMs([&] { CHECK(ex.runGraph(gStream, false)); },
                           quick ? 10 : 30);
     add("step " + base + " graph streams=2 tuned", shape, graph,
-        step.value()->bytes(), step.value()->flops(), graph);
+        step->bytes(), step->flops(), graph);
   }
   if (stepOnly) {
     writeJson(jsonPath, dev->deviceName());

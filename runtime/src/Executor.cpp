@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <limits>
 #include <set>
 
@@ -454,6 +455,14 @@ StatusOr<double> Executor::timeGraph(StreamHandle stream, int replays) {
   if (!s.ok())
     return Status(s.code(), "tuneGraph: graph replay: " + s.message());
   return best;
+}
+
+std::string Executor::describeLinearChoice(const LinearChoice &c) const {
+  char numbers[96];
+  std::snprintf(numbers, sizeof(numbers), "algorithm %d of %d, %.2f us a step",
+                c.chosen, c.candidates, c.microseconds);
+  return "linear #" + std::to_string(c.instruction) + " (" +
+         artifact_.describeInstruction(c.instruction) + "): " + numbers;
 }
 
 StatusOr<std::vector<Executor::LinearChoice>>

@@ -517,12 +517,8 @@ int main(int argc, char **argv) {
         if (!choices.ok())
           return fail("tuning the step graph", choices.status());
         for (const Executor::LinearChoice &c : *choices)
-          std::printf("tuned linear #%zu (%s): algorithm %d of %d, %.2f us "
-                      "a step\n",
-                      c.instruction,
-                      executor.value().artifact().describeInstruction(
-                          c.instruction).c_str(),
-                      c.chosen, c.candidates, c.microseconds);
+          std::printf("tuned %s\n",
+                      executor.value().describeLinearChoice(c).c_str());
       }
       if (!executor.value().hasGraph())
         if (Status s = executor.value().captureGraph(stream); !s.ok())

@@ -134,8 +134,11 @@ public:
   /// bound step's cache slots, as runGraph does. Needs a created stream
   /// (as captureGraph); on success the step is left captured with the
   /// final choices, or untouched when there was nothing to choose.
-  StatusOr<std::vector<LinearChoice>> tuneGraph(StreamHandle stream,
-                                                int replays = 20);
+  static constexpr int kDefaultTuneReplays = 20;
+  StatusOr<std::vector<LinearChoice>>
+  tuneGraph(StreamHandle stream, int replays = kDefaultTuneReplays);
+  /// "linear #I (INSTRUCTION): algorithm C of N, T us a step".
+  std::string describeLinearChoice(const LinearChoice &c) const;
 
   /// Most streams a run or capture may spread the instructions over
   /// (docs/runtime.md, "Concurrent streams"): independent instructions go

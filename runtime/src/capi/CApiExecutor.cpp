@@ -23,6 +23,22 @@ Status nullArg(const char *what) {
   return invalidArgument(std::string(what) + " must not be NULL");
 }
 
+/// What every executor call that takes a stream checks first (a non-NULL
+/// executor, a stream of its device; `what` names the call in messages),
+/// then `body(handle)`.
+template <class Body>
+mlart_status onExecutorStream(mlart_executor *executor, mlart_stream *stream,
+                              const char *what, Body &&body) {
+  return guarded([&]() -> Status {
+    if (!executor)
+      return nullArg("executor");
+    StreamHandle h;
+    MLART_RETURN_IF_ERROR(
+        capi::toStreamHandle(*executor->device, stream, what, h));
+    return body(h);
+  });
+}
+
 Status storeArtifact(StatusOr<Artifact> loaded, mlart_artifact **out) {
   if (!loaded.ok())
     return loaded.status();
@@ -100,14 +116,10 @@ mlart_status mlart_executor_bind_cache(mlart_executor *executor,
 
 mlart_status mlart_executor_run(mlart_executor *executor,
                                 mlart_stream *stream) {
-  return guarded([&]() -> Status {
-    if (!executor)
-      return nullArg("executor");
-    StreamHandle h;
-    MLART_RETURN_IF_ERROR(capi::toStreamHandle(*executor->device, stream,
-                                               "mlart_executor_run", h));
-    return executor->executor.run(h);
-  });
+  return onExecutorStream(executor, stream, "mlart_executor_run",
+                          [&](StreamHandle h) {
+                            return executor->executor.run(h);
+                          });
 }
 
 mlart_status mlart_executor_set_timing_callback(mlart_executor *executor,
@@ -144,47 +156,38 @@ mlart_status mlart_executor_set_max_streams(mlart_executor *executor,
 
 mlart_status mlart_executor_capture_graph(mlart_executor *executor,
                                           mlart_stream *stream) {
-  return guarded([&]() -> Status {
-    if (!executor)
-      return nullArg("executor");
-    StreamHandle h;
-    MLART_RETURN_IF_ERROR(capi::toStreamHandle(
-        *executor->device, stream, "mlart_executor_capture_graph", h));
-    return executor->executor.captureGraph(h);
-  });
+  return onExecutorStream(executor, stream, "mlart_executor_capture_graph",
+                          [&](StreamHandle h) {
+                            return executor->executor.captureGraph(h);
+                          });
 }
 
 mlart_status mlart_executor_run_graph(mlart_executor *executor,
                                       mlart_stream *stream) {
-  return guarded([&]() -> Status {
-    if (!executor)
-      return nullArg("executor");
-    StreamHandle h;
-    MLART_RETURN_IF_ERROR(capi::toStreamHandle(
-        *executor->device, stream, "mlart_executor_run_graph", h));
-    return executor->executor.runGraph(h, /*wait=*/true);
-  });
+  return onExecutorStream(executor, stream, "mlart_executor_run_graph",
+                          [&](StreamHandle h) {
+                            return executor->executor.runGraph(h, true);
+                          });
 }
 
 mlart_status mlart_executor_tune_graph(mlart_executor *executor,
                                        mlart_stream *stream, int replays,
                                        int *out_num_tuned) {
-  return guarded([&]() -> Status {
-    if (!executor)
-      return nullArg("executor");
-    if (replays < 0)
-      return invalidArgument("tune_graph: replays must be >= 0 (0: 20), "
-                             "got " + std::to_string(replays));
-    StreamHandle h;
-    MLART_RETURN_IF_ERROR(capi::toStreamHandle(
-        *executor->device, stream, "mlart_executor_tune_graph", h));
-    MLART_ASSIGN_OR_RETURN(
-        std::vector<Executor::LinearChoice> choices,
-        executor->executor.tuneGraph(h, replays == 0 ? 20 : replays));
-    if (out_num_tuned)
-      *out_num_tuned = int(choices.size());
-    return Status::success();
-  });
+  return onExecutorStream(
+      executor, stream, "mlart_executor_tune_graph",
+      [&](StreamHandle h) -> Status {
+        if (replays < 0)
+          return invalidArgument("tune_graph: replays must be >= 0 (0: " +
+                                 std::to_string(Executor::kDefaultTuneReplays) +
+                                 "), got " + std::to_string(replays));
+        MLART_ASSIGN_OR_RETURN(
+            std::vector<Executor::LinearChoice> choices,
+            executor->executor.tuneGraph(
+                h, replays == 0 ? Executor::kDefaultTuneReplays : replays));
+        if (out_num_tuned)
+          *out_num_tuned = int(choices.size());
+        return Status::success();
+      });
 }
 
 } // extern "C"

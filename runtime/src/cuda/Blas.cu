@@ -162,13 +162,19 @@ Status vUp(CudaContext &ctx, const VUpArgs &a, cudaStream_t s) {
                  a.staticWeight, s, "vUp");
 }
 
+/// Past the skinny kernel, linear's route: cuBLASLt for the residual in the
+/// epilogue (D = A B + C with C != D) and, by default, for plain linears.
+static bool cublasLtRuns(const LinearArgs &a) {
+  return a.addend.present() || ltForPlainLinear();
+}
+
 /// Whether linear hands `a` to cuBLASLt (the dispatch of linear below).
 static StatusOr<bool> linearUsesLt(CudaContext &ctx, const LinearArgs &a) {
   MLART_RETURN_IF_ERROR(cpu::validateLinear(a));
   MLART_RETURN_IF_ERROR(checkGemmTypes(a.x, a.weight, a.out, "linear"));
   if (skinnyLinearTmaPlan(a, ctx.smCount) || skinnyLinearPlan(a, ctx.smCount))
     return false;
-  return a.addend.present() || ltForPlainLinear();
+  return cublasLtRuns(a);
 }
 
 StatusOr<int> linearAlgorithmCount(CudaContext &ctx, const LinearArgs &a) {
@@ -193,10 +199,7 @@ Status linear(CudaContext &ctx, const LinearArgs &a, cudaStream_t s) {
   StatusOr<bool> skinny = skinnyLinear(ctx, a, s);
   if (!skinny.ok() || *skinny)
     return skinny.status();
-  // The residual in the epilogue needs D = A B + C with C != D: cuBLASLt.
-  if (a.addend.present())
-    return ctx.blasLt->linear(s, a);
-  if (ltForPlainLinear())
+  if (cublasLtRuns(a))
     return ctx.blasLt->linear(s, a);
   // Column-major: out^T [N, T] = W [N, K] (stored as K x N col-major, op T)
   // times x^T [K, T].

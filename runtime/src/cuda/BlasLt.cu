@@ -273,36 +273,31 @@ BlasLt::Key BlasLt::keyOf(const LinearArgs &a) {
           alignmentOf(a.out.data)};
 }
 
-/// An empty product (no rows, columns or K) runs no cuBLASLt algorithm.
-static bool emptyLinear(const LinearArgs &a) {
-  return a.x.sizes[0] == 0 || a.weight.sizes[0] == 0 || a.x.sizes[1] == 0;
+StatusOr<BlasLt::Plan *> BlasLt::planOf(const LinearArgs &a) {
+  MLART_RETURN_IF_ERROR(load());
+  // An empty product (no rows, columns or K) runs no cuBLASLt algorithm.
+  if (a.x.sizes[0] == 0 || a.weight.sizes[0] == 0 || a.x.sizes[1] == 0)
+    return static_cast<Plan *>(nullptr);
+  return plan(keyOf(a), ltType(a.out.dtype));
 }
 
 StatusOr<int> BlasLt::algorithmCount(const LinearArgs &a) {
   std::lock_guard<std::mutex> lock(mu_);
-  MLART_RETURN_IF_ERROR(load());
-  if (emptyLinear(a))
-    return 1;
-  StatusOr<Plan *> p = plan(keyOf(a), ltType(a.out.dtype));
-  MLART_RETURN_IF_ERROR(p.status());
-  return int((*p)->algos.size());
+  MLART_ASSIGN_OR_RETURN(Plan *p, planOf(a));
+  return p ? int(p->algos.size()) : 1;
 }
 
 Status BlasLt::chooseAlgorithm(const LinearArgs &a, int index) {
   std::lock_guard<std::mutex> lock(mu_);
-  MLART_RETURN_IF_ERROR(load());
-  if (emptyLinear(a))
-    return index == 0 ? Status::success()
-                      : outOfRange("linear: an empty product has one "
-                                   "algorithm, not " + std::to_string(index + 1));
-  StatusOr<Plan *> p = plan(keyOf(a), ltType(a.out.dtype));
-  MLART_RETURN_IF_ERROR(p.status());
-  Plan &planned = **p;
-  if (index < 0 || size_t(index) >= planned.algos.size())
-    return outOfRange("linear: algorithm " + std::to_string(index) +
-                      " of " + std::to_string(planned.algos.size()));
-  planned.chosen = size_t(index);
-  planned.tuned = true; // the per-shape autotune must not replace it
+  MLART_ASSIGN_OR_RETURN(Plan *p, planOf(a));
+  const size_t count = p ? p->algos.size() : 1;
+  if (index < 0 || size_t(index) >= count)
+    return outOfRange("linear: algorithm " + std::to_string(index) + " of " +
+                      std::to_string(count));
+  if (p) {
+    p->chosen = size_t(index);
+    p->tuned = true; // the per-shape autotune must not replace it
+  }
   return Status::success();
 }
 

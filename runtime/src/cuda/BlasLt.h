@@ -81,6 +81,9 @@ private:
   };
 
   static Key keyOf(const LinearArgs &a);
+  /// The plan of `a`'s shape (loads cuBLASLt, plans on first use); null for
+  /// an empty product. The caller holds mu_.
+  StatusOr<Plan *> planOf(const LinearArgs &a);
   Status load();
   StatusOr<Plan *> plan(const Key &key, cudaDataType type);
   /// Times each candidate of `p` on `stream` and keeps the fastest.

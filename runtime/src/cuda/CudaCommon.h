@@ -179,6 +179,10 @@ __device__ __forceinline__ uint16_t floatToBf16Bits(float f) {
   uint32_t rounding = 0x7fffu + ((u >> 16) & 1u);
   return uint16_t((u + rounding) >> 16);
 }
+/// Two bf16 values in one 32-bit word, `lo` at the lower address.
+__device__ __forceinline__ uint32_t packBf16(float lo, float hi) {
+  return uint32_t(floatToBf16Bits(lo)) | (uint32_t(floatToBf16Bits(hi)) << 16);
+}
 __device__ __forceinline__ float f16BitsToFloat(uint16_t h) {
   return __half2float(__ushort_as_half(h));
 }

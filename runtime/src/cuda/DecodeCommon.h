@@ -221,7 +221,7 @@ __device__ __forceinline__ void storeOutPair(const DecodeIo &p, int64_t off,
                                              float v0, float v1) {
   if constexpr (kBf16) {
     *reinterpret_cast<uint32_t *>(static_cast<uint16_t *>(p.out) + off) =
-        uint32_t(floatToBf16Bits(v0)) | (uint32_t(floatToBf16Bits(v1)) << 16);
+        packBf16(v0, v1);
   } else {
     storeF(p.out, p.outType, off, v0);
     storeF(p.out, p.outType, off + 1, v1);

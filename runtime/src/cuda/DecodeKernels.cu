@@ -124,9 +124,6 @@ __device__ __forceinline__ void mma16816(float (&d)[4], const uint32_t (&a)[4],
                : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
-__device__ __forceinline__ uint32_t packBf16(float lo, float hi) {
-  return uint32_t(floatToBf16Bits(lo)) | (uint32_t(floatToBf16Bits(hi)) << 16);
-}
 
 __device__ __forceinline__ int seqLenChecked(const DecodeParams &p, int b) {
   const int len = p.seqLens[b * p.seqStride];

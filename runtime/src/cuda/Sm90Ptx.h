@@ -97,9 +97,6 @@ __device__ __forceinline__ uint64_t makeDesc(uint32_t addr, uint32_t lbo,
   return uint64_t((addr & 0x3FFFF) >> 4) | (uint64_t(lbo >> 4) << 16) |
          (uint64_t(sbo >> 4) << 32) | (uint64_t(1) << 62);
 }
-__device__ __forceinline__ uint32_t packBf16(float lo, float hi) {
-  return uint32_t(floatToBf16Bits(lo)) | (uint32_t(floatToBf16Bits(hi)) << 16);
-}
 
 /// D[64 x 32] (+)= A[64 x 16] B[16 x 32], both K-major in shared memory;
 /// scaleD = 0 ignores D's old value (no zeroing instructions needed).
