@@ -329,11 +329,13 @@ public:
     MLART_RETURN_IF_ERROR(parseHeader());
     MLART_RETURN_IF_ERROR(parseStrings());
     MLART_RETURN_IF_ERROR(parseMeta());
+    MLART_RETURN_IF_ERROR(parsePrepareHeader());
     MLART_RETURN_IF_ERROR(parseBuffers());
     MLART_RETURN_IF_ERROR(parseCaches());
     MLART_RETURN_IF_ERROR(parseViews());
     MLART_RETURN_IF_ERROR(parseKernels());
     MLART_RETURN_IF_ERROR(parseInstructions());
+    MLART_RETURN_IF_ERROR(parsePrepareInstructions());
     return std::move(a_);
   }
 
@@ -480,6 +482,28 @@ private:
     return Status::success();
   }
 
+  /// The optional prepare section's header: the prepared arena's size. Its
+  /// instruction records are decoded after the step's.
+  Status parsePrepareHeader() {
+    const Section &s = sections_[mlaa::kSectionPrepare];
+    if (!s.present)
+      return Status::success();
+    if (s.bytes < mlaa::kPrepareHeaderBytes ||
+        s.bytes - mlaa::kPrepareHeaderBytes !=
+            uint64_t(s.count) * mlaa::kInstructionBytes)
+      return invalid("prepare section holds " + std::to_string(s.bytes) +
+                     " bytes, expected a 16-byte header and " +
+                     std::to_string(s.count) + " instruction records");
+    Cursor c(s.payload, mlaa::kPrepareHeaderBytes);
+    a_.preparedBytes_ = c.i64();
+    if (c.i64() != 0)
+      return invalid("prepare: reserved field is not zero");
+    if (a_.preparedBytes_ < 0 || a_.preparedBytes_ > (int64_t(1) << 50))
+      return invalid("prepared arena size " +
+                     std::to_string(a_.preparedBytes_) + " is out of range");
+    return Status::success();
+  }
+
   Status checkShape(const std::string &what, int rank, const int64_t *sizes) {
     if (rank < 0 || rank > kMaxRank)
       return invalid(what + ": rank " + std::to_string(rank) +
@@ -604,7 +628,7 @@ private:
         sz = c.i64();
       for (int64_t &st : v.strides)
         st = c.i64();
-      if (base > uint8_t(ViewBase::Arena) || reserved != 0)
+      if (base > uint8_t(ViewBase::Prepared) || reserved != 0)
         return invalid(what + ": bad base kind or reserved field");
       if (!validDType(dtype))
         return invalid(what + ": unknown dtype " + std::to_string(dtype));
@@ -630,11 +654,13 @@ private:
         baseBytes = a_.buffers_[v.baseIndex].sizeBytes();
         baseName = "buffer '" + a_.buffers_[v.baseIndex].name + "'";
       } else {
+        const bool prepared = v.base == ViewBase::Prepared;
         if (v.baseIndex != 0)
-          return invalid(what + ": arena view with base index " +
+          return invalid(what + (prepared ? ": prepared" : ": arena") +
+                         " view with base index " +
                          std::to_string(v.baseIndex));
-        baseBytes = a_.arenaBytes_;
-        baseName = "the arena";
+        baseBytes = prepared ? a_.preparedBytes_ : a_.arenaBytes_;
+        baseName = prepared ? "the prepared arena" : "the arena";
       }
       const int64_t elem = int64_t(dtypeSize(v.dtype));
       if (v.byteOffset < 0 || v.byteOffset % elem != 0)
@@ -736,44 +762,99 @@ private:
                                  mlaa::kInstructionBytes, "instruction"));
     a_.instructions_.reserve(s.count);
     for (uint32_t i = 0; i < s.count; ++i) {
-      Cursor c(s.payload + uint64_t(i) * mlaa::kInstructionBytes,
-               mlaa::kInstructionBytes);
       Instruction inst;
-      const uint16_t op = c.u16(), reserved = c.u16();
-      const uint32_t loc = c.u32();
-      inst.cache = c.u32();
-      inst.intAttr = c.i32();
-      inst.floatAttr = c.f32();
-      inst.kernel = c.u32();
-      for (uint32_t &o : inst.operands)
-        o = c.u32();
-      if (c.overrun())
-        return internalError("artifact: instruction record overrun");
-      inst.opcode = Opcode(op);
       std::string what = "instruction #" + std::to_string(i);
-      MLART_RETURN_IF_ERROR(string(loc, true, what, inst.location));
-      if (!inst.location.empty())
-        what += " (" + inst.location + ")";
-      if (reserved != 0)
-        return invalid(what + ": reserved field is not zero");
-      if (inst.kernel != kNoIndex) {
-        if (inst.kernel >= a_.kernels_.size())
-          return invalid(what + ": kernel index " +
-                         std::to_string(inst.kernel) + " out of range (" +
-                         std::to_string(a_.kernels_.size()) + " kernels)");
-        if (a_.kernels_[inst.kernel].op != inst.opcode)
-          return invalid(what + ": kernel '" + a_.kernels_[inst.kernel].name +
-                         "' implements " +
-                         opcodeName(a_.kernels_[inst.kernel].op) + ", not " +
-                         opcodeName(inst.opcode));
-      }
+      MLART_RETURN_IF_ERROR(decodeInstruction(
+          s.payload + uint64_t(i) * mlaa::kInstructionBytes, what, inst));
       MLART_RETURN_IF_ERROR(checkInstruction(inst, what));
       a_.instructions_.push_back(std::move(inst));
     }
     return Status::success();
   }
 
-  Status checkInstruction(const Instruction &inst, const std::string &where) {
+  /// The prepare program may only copy weight bytes (a weight buffer or
+  /// the prepared arena) into the prepared arena: whatever it computes
+  /// must depend on the weights alone, or running it once per binding
+  /// would be wrong. The step may read the prepared arena but not write it.
+  Status parsePrepareInstructions() {
+    const Section &s = sections_[mlaa::kSectionPrepare];
+    if (!s.present)
+      return Status::success();
+    a_.prepareInstructions_.reserve(s.count);
+    for (uint32_t i = 0; i < s.count; ++i) {
+      Instruction inst;
+      std::string what = "prepare instruction #" + std::to_string(i);
+      MLART_RETURN_IF_ERROR(decodeInstruction(
+          s.payload + mlaa::kPrepareHeaderBytes +
+              uint64_t(i) * mlaa::kInstructionBytes,
+          what, inst));
+      if (inst.opcode != Opcode::Copy || inst.kernel != kNoIndex)
+        return invalid(what + ": the prepare program may only copy (got " +
+                       opcodeName(inst.opcode) +
+                       (inst.kernel != kNoIndex ? " with a generated kernel"
+                                                : "") +
+                       ")");
+      MLART_RETURN_IF_ERROR(checkInstruction(inst, what, /*prepare=*/true));
+      const ViewDecl &src = a_.views_[inst.operands[0]];
+      const ViewDecl &dst = a_.views_[inst.operands[1]];
+      const bool fromWeight =
+          src.base == ViewBase::Prepared ||
+          (src.base == ViewBase::Buffer &&
+           a_.buffers_[src.baseIndex].role == BufferRole::Weight);
+      if (!fromWeight)
+        return invalid(what + ": copies from " +
+                       (src.base == ViewBase::Arena
+                            ? std::string("the arena")
+                            : "non-weight buffer '" +
+                                  a_.buffers_[src.baseIndex].name + "'") +
+                       "; the prepare program reads weights only");
+      if (dst.base != ViewBase::Prepared)
+        return invalid(what +
+                       ": writes outside the prepared arena; the prepare "
+                       "program writes the prepared arena only");
+      a_.prepareInstructions_.push_back(std::move(inst));
+    }
+    return Status::success();
+  }
+
+  /// Decodes one instruction record; `what` gains its location.
+  Status decodeInstruction(const uint8_t *record, std::string &what,
+                           Instruction &inst) {
+    Cursor c(record, mlaa::kInstructionBytes);
+    const uint16_t op = c.u16(), reserved = c.u16();
+    const uint32_t loc = c.u32();
+    inst.cache = c.u32();
+    inst.intAttr = c.i32();
+    inst.floatAttr = c.f32();
+    inst.kernel = c.u32();
+    for (uint32_t &o : inst.operands)
+      o = c.u32();
+    if (c.overrun())
+      return internalError("artifact: instruction record overrun");
+    inst.opcode = Opcode(op);
+    MLART_RETURN_IF_ERROR(string(loc, true, what, inst.location));
+    if (!inst.location.empty())
+      what += " (" + inst.location + ")";
+    if (reserved != 0)
+      return invalid(what + ": reserved field is not zero");
+    if (inst.kernel != kNoIndex) {
+      if (inst.kernel >= a_.kernels_.size())
+        return invalid(what + ": kernel index " + std::to_string(inst.kernel) +
+                       " out of range (" + std::to_string(a_.kernels_.size()) +
+                       " kernels)");
+      if (a_.kernels_[inst.kernel].op != inst.opcode)
+        return invalid(what + ": kernel '" + a_.kernels_[inst.kernel].name +
+                       "' implements " +
+                       opcodeName(a_.kernels_[inst.kernel].op) + ", not " +
+                       opcodeName(inst.opcode));
+    }
+    return Status::success();
+  }
+
+  /// `prepare`: a prepare-program instruction, the only kind that may write
+  /// the prepared arena.
+  Status checkInstruction(const Instruction &inst, const std::string &where,
+                          bool prepare = false) {
     int count = 0;
     const OperandSpec *spec = operandSpecs(inst.opcode, count);
     if (!spec)
@@ -814,6 +895,11 @@ private:
         return invalid(what + ": operand '" + o.name +
                        "' would write weight buffer '" +
                        a_.buffers_[view.baseIndex].name + "'");
+      // Only the prepare program fills the prepared arena; the step reads
+      // it as it reads weights.
+      if (o.written && view.base == ViewBase::Prepared && !prepare)
+        return invalid(what + ": operand '" + o.name +
+                       "' would write the prepared arena");
     }
 
     // The cache operand and the scalar attributes.

@@ -1,4 +1,4 @@
-//===- ArtifactFormat.h - Byte layout constants of MLAA version 2 ---------===//
+//===- ArtifactFormat.h - Byte layout constants of MLAA version 3 ---------===//
 //
 // Shared by the reader and the writer; docs/artifact.md is the prose form.
 // All integers are little-endian; every section starts 8-byte aligned.
@@ -38,7 +38,11 @@ enum SectionKind : uint32_t {
   kNumRequiredSections = 6,
   /// Optional (version 2): compiler-generated kernels (docs/codegen.md).
   kSectionKernels = 7,
-  kLastKnownSection = 7,
+  /// Optional (version 3): the prepare program and its arena
+  /// (docs/artifact.md, "Prepared weights"). Payload: kPrepareHeaderBytes,
+  /// then `count` instruction records.
+  kSectionPrepare = 8,
+  kLastKnownSection = 8,
   /// Kinds at or above this are extensions a reader skips.
   kFirstExtensionSection = 0x100,
 };
@@ -55,6 +59,7 @@ constexpr uint64_t kViewBytes =
 constexpr uint64_t kInstructionBytes =
     64; // u16 op, u16 0, u32 loc, u32 cache, i32 iattr, f32 fattr, u32 kernel,
         // u32 operands[10]
+constexpr uint64_t kPrepareHeaderBytes = 16; // i64 prepared bytes, i64 0
 constexpr uint64_t kKernelBytes =
     24; // u32 name, u32 ptx (strings), u16 op, u16 0, u32 block_threads,
         // u32 tokens_per_block, u32 0

@@ -1,4 +1,4 @@
-//===- ArtifactWriter.cpp - Serializes a program as MLAA version 1 --------===//
+//===- ArtifactWriter.cpp - Serializes a program as MLAA version 3 --------===//
 #include "mlart/ArtifactWriter.h"
 
 #include "ArtifactFormat.h"
@@ -132,6 +132,15 @@ int64_t ArtifactWriter::allocateArena(int64_t bytes, int64_t alignment) {
   return offset;
 }
 
+int64_t ArtifactWriter::allocatePrepared(int64_t bytes, int64_t alignment) {
+  if (alignment < 1)
+    alignment = 1;
+  const int64_t offset =
+      (preparedBytes_ + alignment - 1) / alignment * alignment;
+  preparedBytes_ = offset + bytes;
+  return offset;
+}
+
 uint32_t ArtifactWriter::addView(const ViewDecl &view) {
   views_.push_back(view);
   return uint32_t(views_.size() - 1);
@@ -193,9 +202,21 @@ uint32_t ArtifactWriter::arenaView(int64_t byteOffset, DType dtype,
       makeView(ViewBase::Arena, 0, byteOffset, dtype, sizes, strides));
 }
 
+uint32_t ArtifactWriter::preparedView(int64_t byteOffset, DType dtype,
+                                      std::initializer_list<int64_t> sizes,
+                                      std::initializer_list<int64_t> strides) {
+  return addView(
+      makeView(ViewBase::Prepared, 0, byteOffset, dtype, sizes, strides));
+}
+
 uint32_t ArtifactWriter::addInstruction(const Instruction &inst) {
   instructions_.push_back(inst);
   return uint32_t(instructions_.size() - 1);
+}
+
+uint32_t ArtifactWriter::addPrepareInstruction(const Instruction &inst) {
+  prepareInstructions_.push_back(inst);
+  return uint32_t(prepareInstructions_.size() - 1);
 }
 
 namespace {
@@ -218,6 +239,10 @@ Instruction make(Opcode op, std::initializer_list<uint32_t> operands,
 uint32_t ArtifactWriter::copy(uint32_t src, uint32_t dst,
                               const std::string &loc) {
   return addInstruction(make(Opcode::Copy, {src, dst}, loc));
+}
+uint32_t ArtifactWriter::prepareCopy(uint32_t src, uint32_t dst,
+                                     const std::string &loc) {
+  return addPrepareInstruction(make(Opcode::Copy, {src, dst}, loc));
 }
 uint32_t ArtifactWriter::cacheUpdate(uint32_t cache, uint32_t kvC, uint32_t kPe,
                                      uint32_t slotMapping,
@@ -315,6 +340,9 @@ std::vector<uint8_t> ArtifactWriter::serialize() const {
     cacheNames.push_back(strings.intern(c.name));
   for (const Instruction &i : instructions_)
     locations.push_back(strings.internOptional(i.location));
+  std::vector<uint32_t> prepareLocations;
+  for (const Instruction &i : prepareInstructions_)
+    prepareLocations.push_back(strings.internOptional(i.location));
   std::vector<uint32_t> kernelNames, kernelPtx;
   for (const KernelDecl &k : kernels_) {
     kernelNames.push_back(strings.intern(k.name));
@@ -326,7 +354,9 @@ std::vector<uint8_t> ArtifactWriter::serialize() const {
   b.u32(kArtifactVersion);
   b.u64(0); // total length, patched below
   b.u64(0); // checksum, patched below
-  b.u32(mlaa::kNumRequiredSections + (kernels_.empty() ? 0 : 1));
+  const bool hasPrepare = preparedBytes_ > 0 || !prepareInstructions_.empty();
+  b.u32(mlaa::kNumRequiredSections + (kernels_.empty() ? 0 : 1) +
+        (hasPrepare ? 1 : 0));
   b.u32(0); // flags
 
   {
@@ -389,21 +419,22 @@ std::vector<uint8_t> ArtifactWriter::serialize() const {
         b.i64(st);
     }
   }
+  auto instruction = [&b](const Instruction &inst, uint32_t location) {
+    b.u16(uint16_t(inst.opcode));
+    b.u16(0);
+    b.u32(location);
+    b.u32(inst.cache);
+    b.i32(inst.intAttr);
+    b.f32(inst.floatAttr);
+    b.u32(inst.kernel);
+    for (uint32_t o : inst.operands)
+      b.u32(o);
+  };
   {
     SectionScope s(b, mlaa::kSectionInstructions,
                    uint32_t(instructions_.size()));
-    for (size_t i = 0; i < instructions_.size(); ++i) {
-      const Instruction &inst = instructions_[i];
-      b.u16(uint16_t(inst.opcode));
-      b.u16(0);
-      b.u32(locations[i]);
-      b.u32(inst.cache);
-      b.i32(inst.intAttr);
-      b.f32(inst.floatAttr);
-      b.u32(inst.kernel);
-      for (uint32_t o : inst.operands)
-        b.u32(o);
-    }
+    for (size_t i = 0; i < instructions_.size(); ++i)
+      instruction(instructions_[i], locations[i]);
   }
   if (!kernels_.empty()) {
     SectionScope s(b, mlaa::kSectionKernels, uint32_t(kernels_.size()));
@@ -417,6 +448,15 @@ std::vector<uint8_t> ArtifactWriter::serialize() const {
       b.u32(k.tokensPerBlock);
       b.u32(0);
     }
+  }
+
+  if (hasPrepare) {
+    SectionScope s(b, mlaa::kSectionPrepare,
+                   uint32_t(prepareInstructions_.size()));
+    b.i64(preparedBytes_);
+    b.i64(0);
+    for (size_t i = 0; i < prepareInstructions_.size(); ++i)
+      instruction(prepareInstructions_[i], prepareLocations[i]);
   }
 
   b.patchU64(mlaa::kOffTotalLength, uint64_t(b.size()));

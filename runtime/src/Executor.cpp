@@ -36,9 +36,10 @@ std::string descString(const KVCacheDesc &d) {
 
 } // namespace
 
-Executor::Executor(Artifact artifact, Device &device, Buffer arena)
+Executor::Executor(Artifact artifact, Device &device, Buffer arena,
+                   Buffer prepared)
     : artifact_(std::move(artifact)), device_(&device),
-      arena_(std::move(arena)) {
+      arena_(std::move(arena)), prepared_(std::move(prepared)) {
   bufferData_.assign(artifact_.buffers().size(), nullptr);
   caches_.assign(artifact_.caches().size(), KVCacheRef());
   cacheBound_.assign(artifact_.caches().size(), false);
@@ -49,7 +50,13 @@ StatusOr<Executor> Executor::create(Artifact artifact, Device &device) {
   // non-null address (kernels treat null as "operand absent").
   const size_t bytes = size_t(std::max<int64_t>(artifact.arenaBytes(), 64));
   MLART_ASSIGN_OR_RETURN(Buffer arena, device.allocate(bytes));
-  return Executor(std::move(artifact), device, std::move(arena));
+  Buffer prepared;
+  if (artifact.preparedBytes() > 0) {
+    MLART_ASSIGN_OR_RETURN(prepared,
+                           device.allocate(size_t(artifact.preparedBytes())));
+  }
+  return Executor(std::move(artifact), device, std::move(arena),
+                  std::move(prepared));
 }
 
 Status Executor::bind(const std::string &name, const TensorRef &tensor) {
@@ -120,8 +127,9 @@ TensorRef Executor::view(uint32_t index) const {
   if (index == kNoIndex)
     return TensorRef();
   const ViewDecl &v = artifact_.views()[index];
-  void *base =
-      v.base == ViewBase::Arena ? arena_.data() : bufferData_[v.baseIndex];
+  void *base = v.base == ViewBase::Arena      ? arena_.data()
+               : v.base == ViewBase::Prepared ? prepared_.data()
+                                              : bufferData_[v.baseIndex];
   return v.resolve(base);
 }
 
@@ -129,8 +137,9 @@ bool Executor::isWeightView(uint32_t index) const {
   if (index == kNoIndex || index >= artifact_.views().size())
     return false;
   const ViewDecl &v = artifact_.views()[index];
-  return v.base == ViewBase::Buffer &&
-         artifact_.buffers()[v.baseIndex].role == BufferRole::Weight;
+  return v.base == ViewBase::Prepared ||
+         (v.base == ViewBase::Buffer &&
+          artifact_.buffers()[v.baseIndex].role == BufferRole::Weight);
 }
 
 Status Executor::runInstruction(size_t i, StreamHandle stream) {
@@ -373,8 +382,53 @@ Status Executor::issueProgram(StreamHandle origin, const char *what) {
   return failed;
 }
 
+Status Executor::prepare(StreamHandle stream) {
+  const std::vector<Instruction> &program = artifact_.prepareInstructions();
+  if (program.empty())
+    return Status::success();
+  // The program reads weights only, so only they must be bound.
+  for (size_t i = 0; i < bufferData_.size(); ++i)
+    if (artifact_.buffers()[i].role == BufferRole::Weight && !bufferData_[i])
+      return failedPrecondition("prepare: weight '" +
+                                artifact_.buffers()[i].name +
+                                "' is not bound");
+  preparedFrom_.clear();
+  for (size_t i = 0; i < program.size(); ++i) {
+    const Instruction &inst = program[i];
+    // Validation admits copies only.
+    Status s = device_->copyView(view(inst.operands[0]),
+                                 view(inst.operands[1]), stream);
+    if (!s.ok())
+      return Status(s.code(), "prepare: instruction #" + std::to_string(i) +
+                                  (inst.location.empty()
+                                       ? std::string()
+                                       : " (" + inst.location + ")") +
+                                  ": " + s.message());
+  }
+  preparedFrom_ = weightAddresses();
+  return Status::success();
+}
+
+std::vector<void *> Executor::weightAddresses() const {
+  std::vector<void *> addresses;
+  for (size_t i = 0; i < bufferData_.size(); ++i)
+    if (artifact_.buffers()[i].role == BufferRole::Weight)
+      addresses.push_back(bufferData_[i]);
+  return addresses;
+}
+
+Status Executor::prepareIfStale(StreamHandle stream) {
+  // Activations and step data are rebound every step; only weights feed
+  // the prepare program.
+  if (artifact_.prepareInstructions().empty() ||
+      preparedFrom_ == weightAddresses())
+    return Status::success();
+  return prepare(stream);
+}
+
 Status Executor::run(StreamHandle stream) {
   MLART_RETURN_IF_ERROR(checkBound());
+  MLART_RETURN_IF_ERROR(prepareIfStale(stream));
   if (!timing_) {
     MLART_RETURN_IF_ERROR(preparePlan());
     return issueProgram(stream, "");
@@ -402,6 +456,8 @@ Status Executor::captureGraph(StreamHandle stream) {
     return invalidArgument("captureGraph: needs a created stream, not the "
                            "default stream");
   graph_.reset();
+  // The prepare program runs now, outside the graph: replays only read it.
+  MLART_RETURN_IF_ERROR(prepareIfStale(stream));
   // Streams and events are created before the capture starts.
   MLART_RETURN_IF_ERROR(preparePlan());
   MLART_RETURN_IF_ERROR(device_->beginCapture(stream));

@@ -53,6 +53,35 @@ TEST(StreamPlanOverlap, ColumnRangesOfOneTensorAreDisjoint) {
   EXPECT_TRUE(mayOverlap(wr(headsLow), rd(headsMid)));
 }
 
+TEST(StreamPlanOverlap, SlicesOfAFusedProjectionOfDifferentRanks) {
+  // q_proj and kv_a_proj as one GEMM output [64, 3648]: the q heads
+  // [64, 16, 192] in columns [0, 3072), kv_c [3072, 3584), k_pe [3584, 3648).
+  const int64_t pitch = 3648;
+  TensorRef qNope = view(kBase, 0, {64, 16, 128}, {pitch, 192, 1});
+  TensorRef qPe = view(kBase, 128, {64, 16, 64}, {pitch, 192, 1});
+  TensorRef kvC = view(kBase, 3072, {64, 512}, {pitch, 1});
+  TensorRef kPe = view(kBase, 3584, {64, 64}, {pitch, 1});
+  // The update rotates k_pe in place while q_absorb reads the q heads.
+  EXPECT_FALSE(mayOverlap(wr(kPe), rd(qNope)));
+  EXPECT_FALSE(mayOverlap(rd(qPe), wr(kPe)));
+  EXPECT_FALSE(mayOverlap(wr(kvC), wr(kPe)));
+  // One column to the left and k_pe's window meets kv_c's last column.
+  TensorRef kPeShifted = view(kBase, 3583, {64, 64}, {pitch, 1});
+  EXPECT_TRUE(mayOverlap(wr(kPeShifted), rd(kvC)));
+  // q_pe's row window holds q_nope's later heads, but with one set of
+  // strides the box test still separates them element by element.
+  EXPECT_FALSE(mayOverlap(wr(qPe), rd(qNope)));
+  // Of different ranks, intersecting windows are answered conservatively.
+  TensorRef qPeFlat = view(kBase, 128, {64, 64}, {pitch, 1});
+  EXPECT_TRUE(mayOverlap(wr(qPeFlat), rd(qNope)));
+  // A window that wraps into the next row proves nothing.
+  TensorRef wraps = view(kBase, 3600, {63, 64}, {pitch, 1});
+  EXPECT_TRUE(mayOverlap(wr(wraps), rd(qNope)));
+  // Different pitches: no common row lattice.
+  TensorRef otherPitch = view(kBase, 3584, {64, 64}, {pitch + 64, 1});
+  EXPECT_TRUE(mayOverlap(wr(otherPitch), rd(qNope)));
+}
+
 TEST(StreamPlanOverlap, IntervalsAndConservativeCases) {
   // Disjoint byte ranges.
   TensorRef a = view(kBase, 0, {8, 64}, {64, 1});

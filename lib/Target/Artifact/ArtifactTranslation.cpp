@@ -91,6 +91,37 @@ void setRowMajor(mlart::ViewDecl &view, ArrayRef<int64_t> sizes) {
   }
 }
 
+/// Views of one base whose rows share a pitch (outermost stride) and whose
+/// inner dimensions stay inside one row each touch one window of every
+/// row; measured from the lower view's start, the upper one's begins
+/// d = (distance mod pitch) bytes in. They share no byte, whatever rows
+/// either covers, when that window fits between the end of the lower one
+/// and the next row: column slices of one matrix, even of different ranks
+/// (the q heads and the k_pe columns of a fused projection's output).
+bool rowWindowsDisjoint(const mlart::ViewDecl &a, const mlart::ViewDecl &b) {
+  auto window = [](const mlart::ViewDecl &v, int64_t &pitch, int64_t &span) {
+    if (v.rank < 2 || v.strides[0] <= 0)
+      return false;
+    int64_t reach = 0;
+    for (int d = 1; d < v.rank; ++d) {
+      if (v.sizes[d] == 0)
+        return false;
+      reach += (v.sizes[d] - 1) * v.strides[d];
+    }
+    const int64_t es = int64_t(mlart::dtypeSize(v.dtype));
+    pitch = v.strides[0] * es;
+    span = (reach + 1) * es;
+    return span <= pitch;
+  };
+  int64_t pa, na, pb, nb;
+  if (!window(a, pa, na) || !window(b, pb, nb) || pa != pb)
+    return false;
+  const bool aLower = a.byteOffset <= b.byteOffset;
+  const int64_t lowerSpan = aLower ? na : nb, upperSpan = aLower ? nb : na;
+  const int64_t d = std::abs(b.byteOffset - a.byteOffset) % pa;
+  return lowerSpan <= d && d + upperSpan <= pa;
+}
+
 /// Ops that lower to a view of their source, never to an instruction.
 bool isViewOp(Operation *op) {
   return isa<tensor::ExtractSliceOp, tensor::ExpandShapeOp,
@@ -122,9 +153,9 @@ private:
   LogicalResult declareArguments();
   LogicalResult declareResults();
   LogicalResult planQueryAssembly();
-  bool canRotateKPeInPlace(RopeKVCacheUpdateOp update, unsigned kPeView,
-                           unsigned kvCView);
-  /// True when the two views are disjoint column windows of the same rows.
+  bool canRotateKPeInPlace(RopeKVCacheUpdateOp update, unsigned kPeView);
+  /// True when the two views are disjoint column windows of rows of one
+  /// base (rowWindowsDisjoint).
   bool disjointColumns(unsigned a, unsigned b) const;
   bool canRotateQPeFrom(unsigned source, unsigned dest, unsigned kPe) const;
   /// True when the two views may share bytes.
@@ -141,6 +172,11 @@ private:
     return unsigned(views.size() - 1);
   }
   unsigned newAllocation(RankedTensorType type, mlart::DType dtype);
+  /// True when `value` is a weight argument, a value the prepare program
+  /// computes, or a view of either: bytes that do not change between steps.
+  bool isWeightDerived(Value value) const;
+  /// A row-major view of new prepared-arena bytes for `op`'s result.
+  FailureOr<unsigned> preparedAllocation(Operation *op);
   FailureOr<unsigned> resultView(Value result);
   FailureOr<unsigned> viewOf(Operation *user, Value value);
   unsigned subview(unsigned base, ArrayRef<int64_t> offsets,
@@ -162,6 +198,8 @@ private:
   mlart::ArtifactWriter writer;
   DenseMap<Value, unsigned> valueViews;
   DenseMap<Value, uint32_t> caches;
+  /// Weight arguments and the values the prepare program computes.
+  DenseSet<Value> weightValues;
   /// Results written straight into a destination: the output buffer, or
   /// their columns of an assembled query.
   DenseMap<Value, unsigned> outputViews;
@@ -201,6 +239,34 @@ unsigned Translator::newAllocation(RankedTensorType type, mlart::DType dtype) {
   allocBytes.push_back(type.getNumElements() *
                        int64_t(mlart::dtypeSize(dtype)));
   return addView(view);
+}
+
+bool Translator::isWeightDerived(Value value) const {
+  while (Operation *def = value.getDefiningOp()) {
+    if (!isViewOp(def))
+      break;
+    value = def->getOperand(0);
+  }
+  return weightValues.contains(value);
+}
+
+FailureOr<unsigned> Translator::preparedAllocation(Operation *op) {
+  Value result = op->getResult(0);
+  auto type = cast<RankedTensorType>(result.getType());
+  FailureOr<mlart::DType> dtype = dtypeOf(op, type);
+  if (failed(dtype))
+    return failure();
+  // Prepared bytes live as long as the executor: no liveness planning.
+  PendingView view;
+  view.decl.base = mlart::ViewBase::Prepared;
+  view.decl.dtype = *dtype;
+  view.decl.byteOffset = writer.allocatePrepared(
+      type.getNumElements() * int64_t(mlart::dtypeSize(*dtype)));
+  setRowMajor(view.decl, type.getShape());
+  unsigned id = addView(view);
+  valueViews[result] = id;
+  weightValues.insert(result);
+  return id;
 }
 
 FailureOr<unsigned> Translator::resultView(Value result) {
@@ -353,6 +419,8 @@ LogicalResult Translator::declareArguments() {
                     ? mlart::BufferRole::Input
                     : mlart::BufferRole::Weight;
     uint32_t buffer = writer.addBuffer(decl);
+    if (decl.role == mlart::BufferRole::Weight)
+      weightValues.insert(arg);
     PendingView view;
     view.decl.base = mlart::ViewBase::Buffer;
     view.decl.baseIndex = buffer;
@@ -437,17 +505,17 @@ LogicalResult Translator::planQueryAssembly() {
 /// The fused update rotates k_pe in place. Without a copy it rotates bytes of
 /// k_pe's source P, which is unobservable only when: P is a temporary (an
 /// arena allocation of its own, neither an argument nor returned), k_pe
-/// (a view of P) is read by this op alone, and every reader of P or of any
-/// view of P is before this op (it reads the unrotated bytes) - no later
-/// instruction, the return included, can see them. P stays live through
-/// the op (the op reads k_pe, a view of P's allocation), so the arena
-/// planner gives its bytes to nobody else meanwhile. The view must also
-/// be one the kernel accepts and whose rows do not overlap. The op's own
-/// kv_c may be a view of P too (the latent norm reads the kv_a projection's
-/// first columns), if its columns are disjoint from k_pe's: the kernel
-/// reads kv_c, and rotating k_pe cannot change those bytes.
+/// (a view of P) is read by this op alone, and every other reader of P or
+/// of any view of P is before this op (it reads the unrotated bytes) or
+/// reads a view whose columns are disjoint from k_pe's (rotating k_pe
+/// cannot change those bytes: the latent columns the norm or this op read,
+/// the q heads of a fused q + kv_a projection). No later instruction, the
+/// return included, can see the rotation. P stays live through the op (the
+/// op reads k_pe, a view of P's allocation), so the arena planner gives its
+/// bytes to nobody else meanwhile. The view must also be one the kernel
+/// accepts and whose rows do not overlap.
 bool Translator::canRotateKPeInPlace(RopeKVCacheUpdateOp update,
-                                     unsigned kPeView, unsigned kvCView) {
+                                     unsigned kPeView) {
   Value kPe = update.getKPe();
   if (update.getKPeOut() || !kPe.hasOneUse())
     return false;
@@ -477,9 +545,11 @@ bool Translator::canRotateKPeInPlace(RopeKVCacheUpdateOp update,
       }
       if (user == update && value == kPe)
         continue;
-      if (user == update && value == update.getKvC() &&
-          use.getOperandNumber() == 0 && kPe != update.getKvC() &&
-          disjointColumns(kvCView, kPeView))
+      // A reader of bytes the rotation does not touch (the latent columns
+      // the norm reads, the q heads of a fused projection) may come after.
+      auto read = valueViews.find(value);
+      if (value != root && read != valueViews.end() &&
+          disjointColumns(read->second, kPeView))
         continue;
       if (user == update || user->getBlock() != update->getBlock() ||
           !user->isBeforeInBlock(update))
@@ -493,22 +563,12 @@ bool Translator::canRotateKPeInPlace(RopeKVCacheUpdateOp update,
 
 bool Translator::disjointColumns(unsigned a, unsigned b) const {
   const PendingView &x = views[a], &y = views[b];
-  const mlart::ViewDecl &p = x.decl, &q = y.decl;
-  if (p.base != q.base || p.rank != 2 || q.rank != 2 || p.dtype != q.dtype ||
-      (p.base == mlart::ViewBase::Arena ? x.allocId != y.allocId
-                                        : p.baseIndex != q.baseIndex) ||
-      p.strides[0] != q.strides[0] || p.strides[1] != 1 || q.strides[1] != 1 ||
-      p.sizes[0] != q.sizes[0])
+  if (x.decl.base != y.decl.base ||
+      (x.decl.base == mlart::ViewBase::Arena ? x.allocId != y.allocId
+                                             : x.decl.baseIndex !=
+                                                   y.decl.baseIndex))
     return false;
-  // With one row pitch, every row of b starts d (mod the pitch) bytes
-  // after a row of a: disjoint, whatever the rows, when b's window fits
-  // between the end of a's window and the start of a's next row.
-  const int64_t es = int64_t(mlart::dtypeSize(p.dtype));
-  const int64_t row = p.strides[0] * es;
-  if (row <= 0)
-    return false;
-  const int64_t d = ((q.byteOffset - p.byteOffset) % row + row) % row;
-  return p.sizes[1] * es <= d && d + q.sizes[1] * es <= row;
+  return rowWindowsDisjoint(x.decl, y.decl);
 }
 
 bool Translator::mayOverlap(unsigned a, unsigned b) const {
@@ -534,7 +594,8 @@ bool Translator::mayOverlap(unsigned a, unsigned b) const {
   };
   auto [x0, x1] = range(x.decl);
   auto [y0, y1] = range(y.decl);
-  return x0 < x1 && y0 < y1 && x0 < y1 && y0 < x1;
+  return x0 < x1 && y0 < y1 && x0 < y1 && y0 < x1 &&
+         !rowWindowsDisjoint(x.decl, y.decl);
 }
 
 /// The kernel reads q_pe from `source` and writes the rotation to `dest`
@@ -749,7 +810,7 @@ LogicalResult Translator::translate(Operation *op) {
             return failure();
           kPe = *id;
           copy((*in)[1], kPe);
-        } else if (!canRotateKPeInPlace(update, kPe, (*in)[0])) {
+        } else if (!canRotateKPeInPlace(update, kPe)) {
           kPe = newAllocation(kPeType, views[(*in)[1]].decl.dtype);
           copy((*in)[1], kPe);
         }
@@ -991,7 +1052,18 @@ LogicalResult Translator::translate(Operation *op) {
         return success();
       })
       .Case([&](tensor::ConcatOp concat) -> LogicalResult {
-        auto out = resultView(concat.getResult());
+        // A concat of weights (mla-fuse-projections' fused weight) is filled
+        // once per weight binding by the prepare program, not every step.
+        const bool prepared = llvm::all_of(concat.getInputs(), [&](Value v) {
+          return isWeightDerived(v);
+        });
+        FailureOr<unsigned> out = failure();
+        if (prepared) {
+          outputViews.erase(concat.getResult()); // returned: copied per step
+          out = preparedAllocation(concat);
+        } else {
+          out = resultView(concat.getResult());
+        }
         if (failed(out))
           return failure();
         int64_t dim = int64_t(concat.getDim()), offset = 0;
@@ -1004,7 +1076,13 @@ LogicalResult Translator::translate(Operation *op) {
           SmallVector<int64_t> offsets(type.getRank(), 0);
           offsets[dim] = offset;
           SmallVector<int64_t> steps(type.getRank(), 1);
-          copy(*src, subview(*out, offsets, inType.getShape(), steps));
+          unsigned dst = subview(*out, offsets, inType.getShape(), steps);
+          if (prepared)
+            addInst({*src, dst}, [this, loc](ArrayRef<uint32_t> v) {
+              writer.prepareCopy(v[0], v[1], loc);
+            });
+          else
+            copy(*src, dst);
           offset += inType.getDimSize(dim);
         }
         return success();

@@ -22,7 +22,10 @@ void registerDialects(DialectRegistry &registry) {
 /// tests check and what a developer reads to see the lowered program.
 void printListing(const mlart::Artifact &artifact, raw_ostream &os) {
   os << "artifact @" << artifact.functionName() << " arena "
-     << artifact.arenaBytes() << " bytes\n";
+     << artifact.arenaBytes() << " bytes";
+  if (artifact.preparedBytes() > 0)
+    os << " prepared " << artifact.preparedBytes() << " bytes";
+  os << "\n";
   for (auto [i, buffer] : llvm::enumerate(artifact.buffers())) {
     os << "buffer " << i << " \"" << buffer.name << "\" "
        << mlart::bufferRoleName(buffer.role) << " "
@@ -41,6 +44,8 @@ void printListing(const mlart::Artifact &artifact, raw_ostream &os) {
     const mlart::ViewDecl &view = artifact.views()[index];
     if (view.base == mlart::ViewBase::Buffer)
       os << "buffer" << view.baseIndex;
+    else if (view.base == mlart::ViewBase::Prepared)
+      os << "prepared";
     else
       os << "arena";
     os << "+" << view.byteOffset << "[";
@@ -69,9 +74,8 @@ void printListing(const mlart::Artifact &artifact, raw_ostream &os) {
        << mlart::opcodeName(kernel.op) << " module " << kernel.module
        << " block " << kernel.blockThreads << " tokens "
        << kernel.tokensPerBlock << "\n";
-  for (size_t i = 0; i < artifact.instructions().size(); ++i) {
-    const mlart::Instruction &inst = artifact.instructions()[i];
-    os << i << ": " << mlart::opcodeName(inst.opcode);
+  auto printInstruction = [&](const mlart::Instruction &inst) {
+    os << mlart::opcodeName(inst.opcode);
     if (inst.kernel != mlart::kNoIndex)
       os << " codegen(kernel" << inst.kernel << ")";
     if (inst.cache != mlart::kNoIndex)
@@ -95,6 +99,15 @@ void printListing(const mlart::Artifact &artifact, raw_ostream &os) {
         inst.operands[8] != mlart::kNoIndex)
       os << " epsilon " << llvm::format("%g", double(inst.floatAttr));
     os << "\n";
+  };
+  // The prepare program (run once per weight binding), then the step.
+  for (auto [i, inst] : llvm::enumerate(artifact.prepareInstructions())) {
+    os << "prepare " << i << ": ";
+    printInstruction(inst);
+  }
+  for (auto [i, inst] : llvm::enumerate(artifact.instructions())) {
+    os << i << ": ";
+    printInstruction(inst);
   }
 }
 

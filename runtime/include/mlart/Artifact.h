@@ -28,7 +28,7 @@
 namespace mlart {
 
 /// Version of the MLAA format this runtime reads and writes.
-constexpr uint32_t kArtifactVersion = 2;
+constexpr uint32_t kArtifactVersion = 3;
 /// Marks an absent index (optional operand, no cache, no string).
 constexpr uint32_t kNoIndex = 0xFFFFFFFFu;
 /// Operand slots of one instruction.
@@ -88,13 +88,16 @@ struct CacheDecl {
   KVCacheDesc desc;
 };
 
-/// What a view reads or writes: a declared buffer or the scratch arena.
-enum class ViewBase : uint8_t { Buffer = 0, Arena = 1 };
+/// What a view reads or writes: a declared buffer, the scratch arena, or
+/// the prepared arena (bytes the prepare program derives from the weights
+/// once per binding, e.g. two projections' weights concatenated; read-only
+/// to the step).
+enum class ViewBase : uint8_t { Buffer = 0, Arena = 1, Prepared = 2 };
 
 /// A strided window of a buffer or of the arena; what a kernel operand is.
 struct ViewDecl {
   ViewBase base = ViewBase::Arena;
-  /// Buffer index for ViewBase::Buffer, 0 for the arena.
+  /// Buffer index for ViewBase::Buffer, 0 for either arena.
   uint32_t baseIndex = 0;
   int64_t byteOffset = 0;
   DType dtype = DType::F32;
@@ -181,10 +184,18 @@ public:
 
   const std::string &functionName() const { return functionName_; }
   int64_t arenaBytes() const { return arenaBytes_; }
+  /// Size of the prepared arena (0: the artifact has no prepare program).
+  int64_t preparedBytes() const { return preparedBytes_; }
   const std::vector<BufferDecl> &buffers() const { return buffers_; }
   const std::vector<CacheDecl> &caches() const { return caches_; }
   const std::vector<ViewDecl> &views() const { return views_; }
   const std::vector<Instruction> &instructions() const { return instructions_; }
+  /// The prepare program: copies that fill the prepared arena from weight
+  /// buffers. The executor runs it before the first step after weights are
+  /// bound (Executor::prepare); the step only reads what it wrote.
+  const std::vector<Instruction> &prepareInstructions() const {
+    return prepareInstructions_;
+  }
   /// Compiler-generated kernels and their PTX modules (both empty when every
   /// instruction uses the kernel library).
   const std::vector<CodegenModule> &modules() const { return modules_; }
@@ -201,10 +212,12 @@ private:
   friend class ArtifactParser;
   std::string functionName_;
   int64_t arenaBytes_ = 0;
+  int64_t preparedBytes_ = 0;
   std::vector<BufferDecl> buffers_;
   std::vector<CacheDecl> caches_;
   std::vector<ViewDecl> views_;
   std::vector<Instruction> instructions_;
+  std::vector<Instruction> prepareInstructions_;
   std::vector<CodegenModule> modules_;
   std::vector<CodegenKernel> kernels_;
 };

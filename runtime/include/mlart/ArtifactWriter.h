@@ -47,6 +47,11 @@ public:
   void setArenaBytes(int64_t bytes) { arenaBytes_ = bytes; }
   int64_t arenaBytes() const { return arenaBytes_; }
 
+  /// Reserves `bytes` of the prepared arena (what the prepare program fills
+  /// from the weights once per binding); returns the offset.
+  int64_t allocatePrepared(int64_t bytes, int64_t alignment = 256);
+  int64_t preparedBytes() const { return preparedBytes_; }
+
   /// Adds a view; returns its index. `strides` empty means row-major.
   uint32_t addView(const ViewDecl &view);
   uint32_t bufferView(uint32_t buffer, int64_t byteOffset, DType dtype,
@@ -57,9 +62,18 @@ public:
   uint32_t arenaView(int64_t byteOffset, DType dtype,
                      std::initializer_list<int64_t> sizes,
                      std::initializer_list<int64_t> strides = {});
+  uint32_t preparedView(int64_t byteOffset, DType dtype,
+                        std::initializer_list<int64_t> sizes,
+                        std::initializer_list<int64_t> strides = {});
 
   /// Appends an instruction; returns its index.
   uint32_t addInstruction(const Instruction &inst);
+  /// Appends a copy to the prepare program (weight or prepared-arena view
+  /// `src` into prepared-arena view `dst`); returns its index there.
+  uint32_t prepareCopy(uint32_t src, uint32_t dst, const std::string &loc = {});
+  /// Appends any instruction to the prepare program (tests write invalid
+  /// ones with it; the loader accepts copies only).
+  uint32_t addPrepareInstruction(const Instruction &inst);
 
   /// Declares a compiler-generated kernel `name` defined by the PTX text
   /// `ptx` (kernels of one module share the text, stored once) that
@@ -140,10 +154,12 @@ public:
 private:
   std::string functionName_;
   int64_t arenaBytes_ = 0;
+  int64_t preparedBytes_ = 0;
   std::vector<BufferDecl> buffers_;
   std::vector<CacheDecl> caches_;
   std::vector<ViewDecl> views_;
   std::vector<Instruction> instructions_;
+  std::vector<Instruction> prepareInstructions_;
   struct KernelDecl {
     std::string name, ptx;
     Opcode op;

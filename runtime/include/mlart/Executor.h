@@ -84,6 +84,16 @@ public:
   /// True when every buffer and cache is bound.
   bool fullyBound() const;
 
+  /// Runs the artifact's prepare program on `stream`: fills the prepared
+  /// arena (bytes derived from the weights, such as two projections'
+  /// weights concatenated for one GEMM; docs/runtime.md) from the bound
+  /// weights. run() and captureGraph() call it themselves whenever a
+  /// weight was bound to another address since the last prepare; call it
+  /// directly after changing a bound weight's contents in place. A graph
+  /// captured earlier keeps reading the prepared arena, so it sees the new
+  /// values too. Nothing to do (success) for artifacts without one.
+  Status prepare(StreamHandle stream = nullptr);
+
   /// Runs the step on `stream`: the instructions in program order, or, with
   /// setMaxStreams > 1 on a device with concurrent streams, spread over side
   /// streams that start after the work already queued on `stream` and join
@@ -159,17 +169,22 @@ public:
   }
 
 private:
-  Executor(Artifact artifact, Device &device, Buffer arena);
+  Executor(Artifact artifact, Device &device, Buffer arena, Buffer prepared);
+  /// prepare() unless the prepared arena already holds what the bound
+  /// weights give.
+  Status prepareIfStale(StreamHandle stream);
+  /// The bound address of every Weight buffer, in declaration order.
+  std::vector<void *> weightAddresses() const;
   /// Instruction `i` of the program on `stream`.
   Status runInstruction(size_t i, StreamHandle stream);
   /// The arguments of linear instruction `i` at the current bindings.
   LinearArgs linearArgs(size_t i) const;
   /// Microseconds a replay of the captured graph takes on `stream`.
   StatusOr<double> timeGraph(StreamHandle stream, int replays);
-  /// Whether view `index` lies in a weight buffer. No instruction writes
-  /// one (Artifact validation), so after the first instruction of a run
-  /// the kernel before any GEMM on its stream is one of ours and cannot
-  /// have written it (the GEMMs' staticWeight).
+  /// Whether view `index` lies in a weight buffer or the prepared arena.
+  /// No step instruction writes either (Artifact validation), so after the
+  /// first instruction of a run the kernel before any GEMM on its stream is
+  /// one of ours and cannot have written it (the GEMMs' staticWeight).
   bool isWeightView(uint32_t index) const;
   /// A cache write through the generated kernel the instruction names.
   Status runCodegen(const Instruction &inst, const RopeCacheUpdateArgs &args,
@@ -192,6 +207,10 @@ private:
   Artifact artifact_;
   Device *device_;
   Buffer arena_;
+  /// The prepared arena, and the weight addresses it was last filled from
+  /// (empty: never filled).
+  Buffer prepared_;
+  std::vector<void *> preparedFrom_;
   std::vector<void *> bufferData_;
   std::vector<KVCacheRef> caches_;
   std::vector<bool> cacheBound_;

@@ -465,6 +465,12 @@ mlart_status mlart_executor_bind_cache(mlart_executor *executor,
  *  device. Errors name the failing instruction:
  *  "instruction #6 cache_update (layer0.kv_update): ...". */
 mlart_status mlart_executor_run(mlart_executor *executor, mlart_stream *stream);
+/** Runs the artifact's prepare program (weights -> the prepared arena,
+ *  e.g. two projections' weights concatenated) on `stream`. Runs also do
+ *  this themselves after a weight is bound to a new address; call it after
+ *  changing a bound weight's contents in place. */
+mlart_status mlart_executor_prepare(mlart_executor *executor,
+                                    mlart_stream *stream);
 
 /** Per-instruction timing: index, opcode name, location ("" if none) and
  *  host wall seconds including a device synchronize. */

@@ -122,6 +122,14 @@ mlart_status mlart_executor_run(mlart_executor *executor,
                           });
 }
 
+mlart_status mlart_executor_prepare(mlart_executor *executor,
+                                    mlart_stream *stream) {
+  return onExecutorStream(executor, stream, "mlart_executor_prepare",
+                          [&](StreamHandle h) {
+                            return executor->executor.prepare(h);
+                          });
+}
+
 mlart_status mlart_executor_set_timing_callback(mlart_executor *executor,
                                                 mlart_instruction_timing_fn fn,
                                                 void *user_data) {
