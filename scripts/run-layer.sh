@@ -26,7 +26,7 @@ echo "== optimized IR (mla ops) =="
 sed -nE 's/^ *(%[^=]*= )?((mla|arith)\.[a-z_]+).*/  \2/p' "$work/step.opt.mlir"
 "$bin/mla-translate" --mla-to-artifact "$work/step.opt.mlir" -o "$work/step.mlaa"
 "$bin/mla-opt" "$work/step.mlir" \
-  -mla-decode-pipeline='eliminate=false fuse-quant=false fuse-rope=false lift-q-prep=false schedule=none' |
+  -mla-decode-pipeline='eliminate=false fuse-quant=false fuse-rope=false lift-q-prep=false fuse-projections=false schedule=none' |
   "$bin/mla-translate" --mla-to-artifact -o "$work/reference.mlaa"
 echo "== mla-run on the CPU =="
 "$bin/mla-run" "$work/step.mlaa" --reference "$work/reference.mlaa" \

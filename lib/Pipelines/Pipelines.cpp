@@ -94,6 +94,10 @@ void buildPipeline(OpPassManager &pm, const PipelineOptions &options,
     fuseOptions.target = stringifyTarget(options.target).str();
     pm.addPass(createMLAFuseKVUpdateIntoAttention(fuseOptions));
   }
+  // Last, on the final op order: the fused GEMM takes the place of the
+  // group's first linear, and the passes above match the unfused form.
+  if (options.fuseProjections)
+    pm.addPass(createMLAFuseProjections());
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
   if (options.verify)

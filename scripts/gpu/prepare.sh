@@ -25,7 +25,7 @@ compile() { # compile IN.mlir OUT.mlaa [pipeline options]
   "$bin/mla-opt" "$1" -mla-decode-pipeline="target=cuda-sm90 $3" |
     "$bin/mla-translate" --mla-to-artifact -o "$2"
 }
-unopt='eliminate=false fuse-quant=false fuse-rope=false lift-q-prep=false schedule=none kernels=library'
+unopt='eliminate=false fuse-quant=false fuse-rope=false lift-q-prep=false fuse-projections=false schedule=none kernels=library'
 tmp=$(mktemp -d)
 # 1 layer, B=8: correctness against the float64 reference and the unoptimized compile.
 gen --layers=1 --batch=8 --max-blocks-per-seq=4 --max-position=1024 -o "$tmp/l1.mlir"

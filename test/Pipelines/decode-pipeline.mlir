@@ -8,6 +8,7 @@
 // RUN: mla-opt %mla_src_root/examples/deepseek-v2-lite-decode-layer.mlir -mla-decode-pipeline='fuse-rope=false lift-q-prep=false schedule=none' | FileCheck %s --check-prefix=MIN
 // RUN: mla-opt %mla_src_root/examples/deepseek-v2-lite-decode-2layers.mlir -mla-decode-pipeline='fuse-linear-addend=false' | FileCheck %s --check-prefix=NOADDEND
 // RUN: mla-opt %mla_src_root/examples/deepseek-v2-lite-decode-layer.mlir -mla-decode-pipeline | FileCheck %s --check-prefix=NOKVNORM
+// RUN: mla-opt %mla_src_root/examples/deepseek-v2-lite-decode-layer.mlir -mla-decode-pipeline='fuse-projections=false' | FileCheck %s --check-prefix=NOFUSEPROJ
 // RUN: not mla-opt %mla_src_root/examples/deepseek-v2-lite-decode-layer.mlir -mla-decode-pipeline='target=tpu' 2>&1 | FileCheck %s --check-prefix=BADTARGET
 // RUN: not mla-opt %mla_src_root/examples/deepseek-v2-lite-decode-layer.mlir -mla-decode-pipeline='schedule=sideways' 2>&1 | FileCheck %s --check-prefix=BADSCHEDULE
 
@@ -19,17 +20,28 @@
 // NOKVNORM-NEXT: mla.rope_kv_cache_update gptj %[[N]], {{.*}} rotate_q({{.*}} : tensor<8x16x64xbf16>) : {{.*}} rotated_q tensor<8x16x64xbf16>{{$}}
 // NOKVNORM-NOT: latent_norm
 
+// fuse-projections=false keeps q_proj and kv_a_proj as two GEMMs.
+// NOFUSEPROJ-LABEL: func.func @decode_layer
+// NOFUSEPROJ-NOT: tensor.concat
+// NOFUSEPROJ: mla.linear %{{.*}}, %arg8 : tensor<8x2048xbf16>, tensor<3072x2048xbf16> -> tensor<8x3072xbf16>
+// NOFUSEPROJ: mla.linear %{{.*}}, %arg9 : tensor<8x2048xbf16>, tensor<576x2048xbf16> -> tensor<8x576xbf16>
+// NOFUSEPROJ-NOT: tensor.concat
+
 // One layer: a single fused kernel rotates q_pe and k_pe and writes the cache;
 // the explicit query preparation consumes the rotated q_pe after it, then the
 // latent attention reads the cache.
 // ONE-LABEL: func.func @decode_layer
 // ONE-SAME: %[[POS:arg1]]: tensor<8xi64> {{.*}}, %[[SLOTS:arg2]]: tensor<8xi64> {{.*}}, %[[BT:arg3]]: tensor<8x64xi32> {{.*}}, %[[SL:arg4]]: tensor<8xi32> {{.*}}, %[[CACHE:arg5]]: !mla.kv_cache<?x64xbf16> {{.*}}mla.noalias}, %[[CS:arg6]]
+// q_proj and kv_a_proj read the same normalised input: one GEMM over their
+// concatenated weights (mla-fuse-projections), sliced back into q and kv.
 // ONE: %[[H:.*]] = mla.rms_norm %arg0
-// ONE-NEXT: %[[QF:.*]] = mla.linear %[[H]], %arg8
+// ONE-NEXT: %[[W:.*]] = tensor.concat dim(0) %arg8, %arg9 : (tensor<3072x2048xbf16>, tensor<576x2048xbf16>) -> tensor<3648x2048xbf16>
+// ONE-NEXT: %[[P:.*]] = mla.linear %[[H]], %[[W]] : tensor<8x2048xbf16>, tensor<3648x2048xbf16> -> tensor<8x3648xbf16>
+// ONE-NEXT: %[[QF:.*]] = tensor.extract_slice %[[P]][0, 0] [8, 3072] [1, 1]
+// ONE-NEXT: %[[KV:.*]] = tensor.extract_slice %[[P]][0, 3072] [8, 576] [1, 1]
 // ONE-NEXT: %[[Q:.*]] = tensor.expand_shape %[[QF]]
 // ONE-NEXT: %[[QNOPE:.*]] = tensor.extract_slice %[[Q]][0, 0, 0] [8, 16, 128]
 // ONE-NEXT: %[[QPE:.*]] = tensor.extract_slice %[[Q]][0, 0, 128] [8, 16, 64]
-// ONE-NEXT: %[[KV:.*]] = mla.linear %[[H]], %arg9
 // ONE-NEXT: %[[KVC:.*]] = tensor.extract_slice %[[KV]][0, 0] [8, 512]
 // ONE-NEXT: %[[KPE:.*]] = tensor.extract_slice %[[KV]][0, 512] [8, 64]
 // ONE-NEXT: %[[QROT:.*]] = mla.rope_kv_cache_update gptj %[[KVC]], %[[KPE]], %[[SLOTS]] into %[[CACHE]] positions(%[[POS]], %[[CS]]) rotate_q(%[[QPE]] : tensor<8x16x64xbf16>) latent_norm(%arg10 : tensor<512xbf16>, epsilon = 9.99999997E-7)

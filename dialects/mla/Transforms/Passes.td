@@ -361,6 +361,60 @@ def MLAFuseLinearAddend : Pass<"mla-fuse-linear-addend"> {
   ];
 }
 
+def MLAFuseProjections : Pass<"mla-fuse-projections"> {
+  let summary = "Compute the projections of one input as one GEMM over concatenated weights";
+  let description = [{
+    In a decode step at batch 64 each projection GEMM is latency-bound (a
+    serial loop over K with few CTAs), so two GEMMs that read the same
+    activation cost nearly twice one GEMM as wide as both. DeepSeek's
+    `q_proj` (or `q_a_proj`) and `kv_a_proj_with_mqa` both read the
+    normalised hidden state; inference engines (vLLM, SGLang) fuse exactly
+    these two when they load the weights. This pass does the same in the IR:
+    `mla.linear` ops of one block that
+
+    - have no addend,
+    - read the same `input` value,
+    - take a weight that is an argument of the function's entry block,
+    - agree on the weight's and the result's element types,
+    - have statically shaped input, weight and result,
+
+    become one `mla.linear` over `tensor.concat dim(0)` of their weights (in
+    block order) and one `tensor.extract_slice` of columns per original:
+
+    ```mlir
+    %q = mla.linear %h, %w_q : tensor<64x2048xbf16>, tensor<3072x2048xbf16> -> tensor<64x3072xbf16>
+    %kv = mla.linear %h, %w_kv_a : tensor<64x2048xbf16>, tensor<576x2048xbf16> -> tensor<64x576xbf16>
+    // becomes
+    %w = tensor.concat dim(0) %w_q, %w_kv_a
+        : (tensor<3072x2048xbf16>, tensor<576x2048xbf16>) -> tensor<3648x2048xbf16>
+    %y = mla.linear %h, %w : tensor<64x2048xbf16>, tensor<3648x2048xbf16> -> tensor<64x3648xbf16>
+    %q = tensor.extract_slice %y[0, 0] [64, 3072] [1, 1] : tensor<64x3648xbf16> to tensor<64x3072xbf16>
+    %kv = tensor.extract_slice %y[0, 3072] [64, 576] [1, 1] : tensor<64x3648xbf16> to tensor<64x576xbf16>
+    ```
+
+    Why only weights that are function arguments: they are bound by the
+    caller and constant across steps, so the artifact lowering computes
+    their concat once per weight binding (a "prepare" program,
+    docs/lowering.md), not every step. A weight computed in the function
+    would need a copy every step, which costs more than the fusion saves.
+
+    The new ops are built before the group's first linear (the input
+    dominates it; the weights dominate everything); the fused linear's
+    location fuses the originals', each slice keeps its original's. Each
+    output column is the same f32-accumulated dot product as before, though
+    a GEMM library may sum it in another order for the wider shape (e.g.
+    split-K). Linears in different blocks (e.g. one in an `scf.if`) are
+    never grouped. A second run finds nothing: the fused weight is a
+    concat, not an argument.
+  }];
+  let dependentDialects = ["::mlir::mla::MLADialect",
+                           "::mlir::tensor::TensorDialect"];
+  let statistics = [
+    Statistic<"numGroups", "groups", "Number of fused linears created">,
+    Statistic<"numFused", "linears", "Number of linears replaced by a slice of a fused one">
+  ];
+}
+
 def MLAScheduleKVUpdates : Pass<"mla-schedule-kv-updates"> {
   let summary = "Move cache updates as early or as late as their effects allow";
   let description = [{

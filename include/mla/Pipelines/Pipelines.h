@@ -59,6 +59,11 @@ struct PipelineOptions : public PassPipelineOptions<PipelineOptions> {
       llvm::cl::desc("Fold residual adds into the preceding linear's "
                      "epilogue"),
       llvm::cl::init(true)};
+  Option<bool> fuseProjections{
+      *this, "fuse-projections",
+      llvm::cl::desc("Compute projections of one input (q and kv_a) as one "
+                     "GEMM over weights the artifact concatenates once"),
+      llvm::cl::init(true)};
   Option<bool> fuseIntoAttention{
       *this, "fuse-into-attention",
       llvm::cl::desc("Fold updates into the attention that reads them, where "
