@@ -1,5 +1,6 @@
 //===- CApiExecutorTest.cpp - Artifacts and the executor through mlart.h --===//
 #include "CApiTestUtil.h"
+#include "mlart/ArtifactWriter.h"
 #include "mlart/mlart.h"
 
 #include <gtest/gtest.h>
@@ -227,6 +228,84 @@ TEST(CApiExecutor, BadArtifactsAndArguments) {
   std::remove(path.c_str());
   mlart_artifact_free(nullptr);
   mlart_executor_free(nullptr);
+}
+
+// The prepare program through the C API: y = x @ [w1; w2]^T with the two
+// weights concatenated once by mlart_executor_prepare (or the first run).
+TEST(CApiExecutor, PrepareConcatenatesTheWeightsOnce) {
+  constexpr int64_t T = 2, K = 4, N1 = 2, N2 = 1, N = N1 + N2;
+  ArtifactWriter w("prepared");
+  const uint32_t x = w.addBuffer("x", BufferRole::Input, DType::F32, {T, K});
+  const uint32_t w1 = w.addBuffer("w1", BufferRole::Weight, DType::F32, {N1, K});
+  const uint32_t w2 = w.addBuffer("w2", BufferRole::Weight, DType::F32, {N2, K});
+  const uint32_t y = w.addBuffer("y", BufferRole::Output, DType::F32, {T, N});
+  const int64_t p = w.allocatePrepared(N * K * 4);
+  w.prepareCopy(w.bufferView(w1), w.preparedView(p, DType::F32, {N1, K}));
+  w.prepareCopy(w.bufferView(w2),
+                w.preparedView(p + N1 * K * 4, DType::F32, {N2, K}));
+  w.linear(w.bufferView(x), w.preparedView(p, DType::F32, {N, K}),
+           w.bufferView(y));
+  StatusOr<std::vector<uint8_t>> bytes = w.finish();
+  ASSERT_TRUE(bytes.ok()) << bytes.status().toString();
+
+  mlart_device *dev = nullptr;
+  ASSERT_EQ(mlart_device_create_cpu(&dev), nullptr);
+  mlart_artifact *art = nullptr;
+  ASSERT_EQ(mlart_artifact_load_memory(bytes->data(), bytes->size(), &art),
+            nullptr);
+  mlart_executor *exec = nullptr;
+  ASSERT_EQ(mlart_executor_create(dev, art, &exec), nullptr);
+  mlart_artifact_free(art);
+  {
+    CStatus s(mlart_executor_prepare(nullptr, nullptr));
+    EXPECT_EQ(s.code(), MLART_STATUS_INVALID_ARGUMENT);
+  }
+  {
+    CStatus s(mlart_executor_prepare(exec, nullptr));
+    EXPECT_EQ(s.code(), MLART_STATUS_FAILED_PRECONDITION);
+  }
+
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> xs(T * K), ws1(N1 * K), ws2(N2 * K), ys(T * N);
+  for (std::vector<float> *v : {&xs, &ws1, &ws2})
+    for (float &e : *v)
+      e = dist(rng);
+  const int64_t xSizes[2] = {T, K}, w1Sizes[2] = {N1, K},
+                w2Sizes[2] = {N2, K}, ySizes[2] = {T, N};
+  mlart_tensor tx = mlart_tensor_contiguous(xs.data(), MLART_DTYPE_F32, 2, xSizes);
+  mlart_tensor tw1 =
+      mlart_tensor_contiguous(ws1.data(), MLART_DTYPE_F32, 2, w1Sizes);
+  mlart_tensor tw2 =
+      mlart_tensor_contiguous(ws2.data(), MLART_DTYPE_F32, 2, w2Sizes);
+  mlart_tensor ty = mlart_tensor_contiguous(ys.data(), MLART_DTYPE_F32, 2, ySizes);
+  ASSERT_EQ(mlart_executor_bind(exec, "x", &tx), nullptr);
+  ASSERT_EQ(mlart_executor_bind(exec, "w1", &tw1), nullptr);
+  ASSERT_EQ(mlart_executor_bind(exec, "w2", &tw2), nullptr);
+  ASSERT_EQ(mlart_executor_bind(exec, "y", &ty), nullptr);
+
+  auto expectProduct = [&](const std::vector<float> &a,
+                           const std::vector<float> &b) {
+    std::fill(ys.begin(), ys.end(), NAN);
+    ASSERT_EQ(mlart_executor_run(exec, nullptr), nullptr);
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t n = 0; n < N; ++n) {
+        const float *row = n < N1 ? &a[size_t(n * K)] : &b[size_t((n - N1) * K)];
+        double acc = 0;
+        for (int64_t k = 0; k < K; ++k)
+          acc += double(xs[size_t(t * K + k)]) * double(row[k]);
+        EXPECT_NEAR(ys[size_t(t * N + n)], acc, 1e-5) << t << "," << n;
+      }
+  };
+  expectProduct(ws1, ws2); // the first run prepares
+  const std::vector<float> old2 = ws2;
+  for (float &e : ws2)
+    e = dist(rng);
+  expectProduct(ws1, old2); // changed in place: not seen yet
+  ASSERT_EQ(mlart_executor_prepare(exec, nullptr), nullptr);
+  expectProduct(ws1, ws2);
+  mlart_executor_free(exec);
+  mlart_device_destroy(dev);
 }
 
 } // namespace
