@@ -1,6 +1,8 @@
 //===- Executor.cpp - Binding checks and instruction dispatch -------------===//
 #include "mlart/Executor.h"
 
+#include "PreparedAliases.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -36,10 +38,9 @@ std::string descString(const KVCacheDesc &d) {
 
 } // namespace
 
-Executor::Executor(Artifact artifact, Device &device, Buffer arena,
-                   Buffer prepared)
+Executor::Executor(Artifact artifact, Device &device, Buffer arena)
     : artifact_(std::move(artifact)), device_(&device),
-      arena_(std::move(arena)), prepared_(std::move(prepared)) {
+      arena_(std::move(arena)) {
   bufferData_.assign(artifact_.buffers().size(), nullptr);
   caches_.assign(artifact_.caches().size(), KVCacheRef());
   cacheBound_.assign(artifact_.caches().size(), false);
@@ -50,13 +51,9 @@ StatusOr<Executor> Executor::create(Artifact artifact, Device &device) {
   // non-null address (kernels treat null as "operand absent").
   const size_t bytes = size_t(std::max<int64_t>(artifact.arenaBytes(), 64));
   MLART_ASSIGN_OR_RETURN(Buffer arena, device.allocate(bytes));
-  Buffer prepared;
-  if (artifact.preparedBytes() > 0) {
-    MLART_ASSIGN_OR_RETURN(prepared,
-                           device.allocate(size_t(artifact.preparedBytes())));
-  }
-  return Executor(std::move(artifact), device, std::move(arena),
-                  std::move(prepared));
+  // The prepared arena is allocated by layoutPrepared(), and only when the
+  // bound weights do not already hold its bytes.
+  return Executor(std::move(artifact), device, std::move(arena));
 }
 
 Status Executor::bind(const std::string &name, const TensorRef &tensor) {
@@ -127,9 +124,12 @@ TensorRef Executor::view(uint32_t index) const {
   if (index == kNoIndex)
     return TensorRef();
   const ViewDecl &v = artifact_.views()[index];
-  void *base = v.base == ViewBase::Arena      ? arena_.data()
-               : v.base == ViewBase::Prepared ? prepared_.data()
-                                              : bufferData_[v.baseIndex];
+  void *base = v.base == ViewBase::Arena ? arena_.data()
+               : v.base == ViewBase::Prepared
+                   ? (preparedViewBase_.empty() || !preparedViewBase_[index]
+                          ? prepared_.data()
+                          : preparedViewBase_[index])
+                   : bufferData_[v.baseIndex];
   return v.resolve(base);
 }
 
@@ -290,6 +290,9 @@ Status Executor::preparePlan() {
   for (const KVCacheRef &c : caches_)
     key.push_back(c.data);
   key.push_back(reinterpret_cast<const void *>(uintptr_t(streams)));
+  // Where the prepared views live (caller memory or the prepared arena).
+  MLART_RETURN_IF_ERROR(layoutPrepared());
+  key.push_back(reinterpret_cast<const void *>(uintptr_t(preparedLayoutId_)));
   const size_t n = artifact_.instructions().size();
   if (key == planKey_ && plan_.stream.size() == n)
     return Status::success();
@@ -393,8 +396,11 @@ Status Executor::prepare(StreamHandle stream) {
                                 artifact_.buffers()[i].name +
                                 "' is not bound");
   preparedFrom_.clear();
+  MLART_RETURN_IF_ERROR(layoutPrepared());
   for (size_t i = 0; i < program.size(); ++i) {
     const Instruction &inst = program[i];
+    if (!preparedCopyNeeded_[i])
+      continue; // its bytes are read where the caller's weights hold them
     // Validation admits copies only.
     Status s = device_->copyView(view(inst.operands[0]),
                                  view(inst.operands[1]), stream);
@@ -406,6 +412,34 @@ Status Executor::prepare(StreamHandle stream) {
                                   ": " + s.message());
   }
   preparedFrom_ = weightAddresses();
+  return Status::success();
+}
+
+Status Executor::layoutPrepared() {
+  if (artifact_.prepareInstructions().empty())
+    return Status::success();
+  std::vector<void *> weights = weightAddresses();
+  if (!preparedViewBase_.empty() && preparedLayoutFrom_ == weights)
+    return Status::success();
+  PreparedAliases aliases = planPreparedAliases(artifact_, bufferData_);
+  if (aliases.needsArena && prepared_.empty()) {
+    MLART_ASSIGN_OR_RETURN(
+        prepared_, device_->allocate(size_t(artifact_.preparedBytes())));
+  } else if (!aliases.needsArena && !prepared_.empty()) {
+    // A graph captured with the old layout may read the arena: drop it
+    // before the memory goes (rebinding needs a new capture anyway).
+    graph_.reset();
+    prepared_.reset();
+  }
+  if (aliases.viewBase != preparedViewBase_) {
+    graph_.reset();
+    preparedViewBase_ = std::move(aliases.viewBase);
+  }
+  preparedCopyNeeded_ = std::move(aliases.copyNeeded);
+  preparedLayoutFrom_ = std::move(weights);
+  ++preparedLayoutId_;
+  // Aliased bytes need no copy, but the others must be copied again.
+  preparedFrom_.clear();
   return Status::success();
 }
 

@@ -272,6 +272,69 @@ TEST_F(PreparedExecutor, RebindingActivationsDoesNotPrepareAgain) {
   runAndCheck(w1, w2);
 }
 
+/// Rows [first, first + rows) of `t` as their own [rows, K] tensor.
+TensorRef rowsOf(const HostTensor &t, int64_t first, int64_t rows) {
+  TensorRef r = t.ref;
+  r.data = static_cast<uint8_t *>(t.ref.data) +
+           first * K * int64_t(dtypeSize(t.ref.dtype));
+  r.sizes[0] = rows;
+  return r;
+}
+
+/// w1 and w2 copied out of rows of `fused`, for the float64 check.
+HostTensor copyRows(const HostTensor &fused, int64_t first, int64_t rows) {
+  HostTensor t(DType::BF16, {rows, K});
+  for (int64_t i = 0; i < rows * K; ++i)
+    t.set(i, fused.get(first * K + i));
+  return t;
+}
+
+TEST_F(PreparedExecutor, WeightsBoundBackToBackAreReadInPlace) {
+  // As an engine stores them: one [N1 + N2, K] tensor, w1 and w2 its rows.
+  HostTensor fused(DType::BF16, {N1 + N2, K});
+  test::fillRandom(fused, rng);
+  ASSERT_TRUE(bindAll().ok());
+  ASSERT_TRUE(exec->bind("w1", rowsOf(fused, 0, N1)).ok());
+  ASSERT_TRUE(exec->bind("w2", rowsOf(fused, N1, N2)).ok());
+  runAndCheck(copyRows(fused, 0, N1), copyRows(fused, N1, N2));
+  EXPECT_EQ(exec->preparedArenaBytes(), 0u);
+  // Read in place, so an in-place change shows without prepare().
+  for (int64_t i = 0; i < N2 * K; ++i)
+    fused.set(N1 * K + i, -fused.get(N1 * K + i));
+  runAndCheck(copyRows(fused, 0, N1), copyRows(fused, N1, N2));
+}
+
+TEST_F(PreparedExecutor, WeightsBoundInTheOtherOrderAreCopied) {
+  // Back to back, but w2 first: the program wants [w1; w2].
+  HostTensor fused(DType::BF16, {N1 + N2, K});
+  test::fillRandom(fused, rng);
+  ASSERT_TRUE(bindAll().ok());
+  ASSERT_TRUE(exec->bind("w2", rowsOf(fused, 0, N2)).ok());
+  ASSERT_TRUE(exec->bind("w1", rowsOf(fused, N2, N1)).ok());
+  runAndCheck(copyRows(fused, N2, N1), copyRows(fused, 0, N2));
+  EXPECT_EQ(exec->preparedArenaBytes(),
+            size_t(exec->artifact().preparedBytes()));
+}
+
+TEST_F(PreparedExecutor, RebindingApartMovesTheWeightsIntoTheArena) {
+  HostTensor fused(DType::BF16, {N1 + N2, K});
+  test::fillRandom(fused, rng);
+  ASSERT_TRUE(bindAll().ok());
+  ASSERT_TRUE(exec->bind("w1", rowsOf(fused, 0, N1)).ok());
+  ASSERT_TRUE(exec->bind("w2", rowsOf(fused, N1, N2)).ok());
+  runAndCheck(copyRows(fused, 0, N1), copyRows(fused, N1, N2));
+  EXPECT_EQ(exec->preparedArenaBytes(), 0u);
+  // w2 elsewhere: the run is no longer back to back, so both are copied.
+  ASSERT_TRUE(exec->bind("w2", w2.ref).ok());
+  runAndCheck(copyRows(fused, 0, N1), w2);
+  EXPECT_EQ(exec->preparedArenaBytes(),
+            size_t(exec->artifact().preparedBytes()));
+  // And back: the arena is released again.
+  ASSERT_TRUE(exec->bind("w2", rowsOf(fused, N1, N2)).ok());
+  runAndCheck(copyRows(fused, 0, N1), copyRows(fused, N1, N2));
+  EXPECT_EQ(exec->preparedArenaBytes(), 0u);
+}
+
 TEST_F(PreparedExecutor, PrepareNeedsTheWeightsOnly) {
   ASSERT_TRUE(exec->bind("w1", w1.ref).ok());
   Status s = exec->prepare();

@@ -92,7 +92,13 @@ public:
   /// directly after changing a bound weight's contents in place. A graph
   /// captured earlier keeps reading the prepared arena, so it sees the new
   /// values too. Nothing to do (success) for artifacts without one.
+  /// Weights that the program copies whole into consecutive prepared bytes
+  /// and that the caller bound back to back, in that order (slices of one
+  /// fused tensor, as engines store them), are not copied: the step reads
+  /// them where they are, and the prepared arena holds only the rest.
   Status prepare(StreamHandle stream = nullptr);
+  /// Device bytes the prepared arena takes now (0 when none is needed).
+  size_t preparedArenaBytes() const { return prepared_.size(); }
 
   /// Runs the step on `stream`: the instructions in program order, or, with
   /// setMaxStreams > 1 on a device with concurrent streams, spread over side
@@ -169,7 +175,12 @@ public:
   }
 
 private:
-  Executor(Artifact artifact, Device &device, Buffer arena, Buffer prepared);
+  Executor(Artifact artifact, Device &device, Buffer arena);
+  /// Decides, for the bound weight addresses, which prepared bytes are
+  /// read in place (runs of whole weights the caller bound back to back,
+  /// PreparedAliases.h) and allocates the prepared arena only for the rest;
+  /// nothing to do while the weight addresses stay the same.
+  Status layoutPrepared();
   /// prepare() unless the prepared arena already holds what the bound
   /// weights give.
   Status prepareIfStale(StreamHandle stream);
@@ -207,10 +218,18 @@ private:
   Artifact artifact_;
   Device *device_;
   Buffer arena_;
-  /// The prepared arena, and the weight addresses it was last filled from
-  /// (empty: never filled).
+  /// The prepared arena (empty while unneeded), and the weight addresses
+  /// it was last filled from (empty: never filled).
   Buffer prepared_;
   std::vector<void *> preparedFrom_;
+  /// layoutPrepared()'s result: per view, the caller address a prepared
+  /// view's run maps to (null: the arena); per prepare instruction whether
+  /// it copies; the weight addresses it was made for; a counter the stream
+  /// plan's key includes.
+  std::vector<void *> preparedViewBase_;
+  std::vector<bool> preparedCopyNeeded_;
+  std::vector<void *> preparedLayoutFrom_;
+  uint64_t preparedLayoutId_ = 0;
   std::vector<void *> bufferData_;
   std::vector<KVCacheRef> caches_;
   std::vector<bool> cacheBound_;
