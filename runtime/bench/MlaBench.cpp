@@ -786,9 +786,9 @@ int main(int argc, char **argv) {
     ex.setMaxStreams(2);
     auto choices = ex.tuneGraph(gStream);
     CHECK(choices.status());
-    for (const Executor::LinearChoice &c : *choices)
+    for (const Executor::GemmChoice &c : *choices)
       std::printf("tuned %s: %s\n", base.c_str(),
-                  ex.describeLinearChoice(c).c_str());
+                  ex.describeGemmChoice(c).c_str());
     double graph = timeMs([&] { CHECK(ex.runGraph(gStream, false)); },
                           quick ? 10 : 30);
     add("step " + base + " graph streams=2 tuned", shape, graph,

@@ -78,6 +78,17 @@ Status Device::chooseLinearAlgorithm(const LinearArgs &, int index) {
                                  std::to_string(index + 1));
 }
 
+StatusOr<int> Device::perHeadAlgorithmCount(const PerHeadGemmArgs &) {
+  return 1;
+}
+
+Status Device::choosePerHeadAlgorithm(const PerHeadGemmArgs &, int index) {
+  return index == 0 ? Status::success()
+                    : outOfRange("a per-head GEMM has one algorithm on " +
+                                 std::string(kindName()) + ", not " +
+                                 std::to_string(index + 1));
+}
+
 StatusOr<Stream> Device::createStream() {
   MLART_ASSIGN_OR_RETURN(StreamHandle handle, createStreamRaw());
   return Stream(this, handle);

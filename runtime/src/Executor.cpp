@@ -4,6 +4,7 @@
 #include "PreparedAliases.h"
 
 #include <algorithm>
+#include <functional>
 #include <chrono>
 #include <cstdio>
 #include <limits>
@@ -547,15 +548,37 @@ StatusOr<double> Executor::timeGraph(StreamHandle stream, int replays) {
   return best;
 }
 
-std::string Executor::describeLinearChoice(const LinearChoice &c) const {
+std::string Executor::describeGemmChoice(const GemmChoice &c) const {
   char numbers[96];
   std::snprintf(numbers, sizeof(numbers), "algorithm %d of %d, %.2f us a step",
                 c.chosen, c.candidates, c.microseconds);
-  return "linear #" + std::to_string(c.instruction) + " (" +
+  return std::string(opcodeName(artifact_.instructions()[c.instruction].opcode)) +
+         " #" + std::to_string(c.instruction) + " (" +
          artifact_.describeInstruction(c.instruction) + "): " + numbers;
 }
 
-StatusOr<std::vector<Executor::LinearChoice>>
+namespace {
+
+/// What a GEMM instruction's algorithm choice is keyed on: the kind of
+/// product, and the dtype, pointer alignment, sizes and strides of each
+/// operand (absent: -1). Equal keys share the device's choice.
+std::vector<int64_t> gemmShapeKey(Opcode kind,
+                                  std::initializer_list<const TensorRef *> ts) {
+  std::vector<int64_t> key{int64_t(kind == Opcode::Linear ? 0 : 1)};
+  for (const TensorRef *t : ts) {
+    key.push_back(t->present() ? int64_t(t->dtype) : -1);
+    key.push_back(int64_t(reinterpret_cast<uintptr_t>(t->data) % 256));
+    for (int d = 0; d < t->rank; ++d) {
+      key.push_back(t->sizes[d]);
+      key.push_back(t->strides[d]);
+    }
+  }
+  return key;
+}
+
+} // namespace
+
+StatusOr<std::vector<Executor::GemmChoice>>
 Executor::tuneGraph(StreamHandle stream, int replays) {
   MLART_RETURN_IF_ERROR(checkBound());
   if (!stream)
@@ -564,34 +587,46 @@ Executor::tuneGraph(StreamHandle stream, int replays) {
   if (replays < 1)
     return invalidArgument("tuneGraph: replays must be >= 1, not " +
                            std::to_string(replays));
-  std::vector<LinearChoice> choices;
-  // Linears that share a shape (sizes, strides, dtypes, addend, pointer
-  // alignment) share the device's choice: each is tuned once.
+  // The prepared views resolve to their final addresses before any shape
+  // is keyed on them.
+  MLART_RETURN_IF_ERROR(prepareIfStale(stream));
+  std::vector<GemmChoice> choices;
+  // GEMMs that share a shape share the device's choice: each is tuned once.
   std::set<std::vector<int64_t>> tunedShapes;
   const std::vector<Instruction> &program = artifact_.instructions();
   for (size_t i = 0; i < program.size(); ++i) {
-    if (program[i].opcode != Opcode::Linear)
+    const Opcode op = program[i].opcode;
+    if (op != Opcode::Linear && op != Opcode::QAbsorb && op != Opcode::VUp)
       continue;
-    const LinearArgs a = linearArgs(i);
+    // The device's count and choice calls for this instruction.
+    std::function<StatusOr<int>()> count;
+    std::function<Status(int)> choose;
     std::vector<int64_t> shape;
-    for (const TensorRef *t : {&a.x, &a.weight, &a.out, &a.addend}) {
-      shape.push_back(t->present() ? int64_t(t->dtype) : -1);
-      shape.push_back(int64_t(reinterpret_cast<uintptr_t>(t->data) % 256));
-      for (int d = 0; d < t->rank; ++d) {
-        shape.push_back(t->sizes[d]);
-        shape.push_back(t->strides[d]);
-      }
+    if (op == Opcode::Linear) {
+      const LinearArgs a = linearArgs(i);
+      shape = gemmShapeKey(op, {&a.x, &a.weight, &a.out, &a.addend});
+      count = [this, a] { return device_->linearAlgorithmCount(a); };
+      choose = [this, a](int c) { return device_->chooseLinearAlgorithm(a, c); };
+    } else {
+      const PerHeadGemmArgs a{view(program[i].operands[0]),
+                              view(program[i].operands[1]),
+                              view(program[i].operands[2])};
+      shape = gemmShapeKey(op, {&a.x, &a.w, &a.out});
+      count = [this, a] { return device_->perHeadAlgorithmCount(a); };
+      choose = [this, a](int c) {
+        return device_->choosePerHeadAlgorithm(a, c);
+      };
     }
     if (!tunedShapes.insert(shape).second)
       continue;
-    StatusOr<int> n = device_->linearAlgorithmCount(a);
+    StatusOr<int> n = count();
     if (!n.ok())
       return instructionError("tuneGraph: ", i, n.status());
     if (*n <= 1)
       continue;
-    LinearChoice choice{i, *n, 0, std::numeric_limits<double>::infinity()};
+    GemmChoice choice{i, *n, 0, std::numeric_limits<double>::infinity()};
     for (int c = 0; c < *n; ++c) {
-      Status s = device_->chooseLinearAlgorithm(a, c);
+      Status s = choose(c);
       if (!s.ok())
         return instructionError("tuneGraph: ", i, s);
       MLART_RETURN_IF_ERROR(captureGraph(stream));
@@ -601,7 +636,7 @@ Executor::tuneGraph(StreamHandle stream, int replays) {
         choice.chosen = c;
       }
     }
-    Status s = device_->chooseLinearAlgorithm(a, choice.chosen);
+    Status s = choose(choice.chosen);
     if (!s.ok())
       return instructionError("tuneGraph: ", i, s);
     choices.push_back(choice);

@@ -516,7 +516,7 @@ TEST_F(ExecutorErrors, CpuOffersOneLinearAlgorithm) {
   LayerData data(rng);
   ASSERT_TRUE(data.bindAll(*exec).ok());
   ASSERT_TRUE(exec->bindCache("kv_cache", *cache).ok());
-  StatusOr<std::vector<Executor::LinearChoice>> choices =
+  StatusOr<std::vector<Executor::GemmChoice>> choices =
       exec->tuneGraph(nullptr);
   EXPECT_EQ(choices.status().code(), StatusCode::InvalidArgument);
   EXPECT_FALSE(exec->hasGraph());

@@ -55,6 +55,20 @@ public:
     return Status::success();
   }
 
+  /// Per-head products (q_absorb, v_up), keyed by their output width.
+  std::map<int64_t, int> headAlgorithms, headFastest, headCurrent;
+  StatusOr<int> perHeadAlgorithmCount(const PerHeadGemmArgs &a) override {
+    auto it = headAlgorithms.find(a.w.sizes[2]);
+    return it == headAlgorithms.end() ? 1 : it->second;
+  }
+  Status choosePerHeadAlgorithm(const PerHeadGemmArgs &a, int index) override {
+    const int64_t n = a.w.sizes[2];
+    if (index < 0 || index >= headAlgorithms.at(n))
+      return outOfRange("fake: no per-head algorithm " + std::to_string(index));
+    headCurrent[n] = index;
+    return Status::success();
+  }
+
   Status beginCapture(StreamHandle) override { return Status::success(); }
   StatusOr<GraphHandle> endCapture(StreamHandle) override {
     ++captures;
@@ -65,6 +79,8 @@ public:
     int slow = 0;
     for (auto [n, best] : fastest)
       slow += current.count(n) && current[n] == best ? 0 : 1;
+    for (auto [n, best] : headFastest)
+      slow += headCurrent.count(n) && headCurrent[n] == best ? 0 : 1;
     std::this_thread::sleep_for(std::chrono::milliseconds(slow));
     return Status::success();
   }
@@ -165,7 +181,7 @@ protected:
 };
 
 TEST_F(TuneGraph, KeepsTheFastestCandidateOfEachShapeOnce) {
-  StatusOr<std::vector<Executor::LinearChoice>> choices =
+  StatusOr<std::vector<Executor::GemmChoice>> choices =
       exec->tuneGraph(stream->handle(), 3);
   ASSERT_TRUE(choices.ok()) << choices.status().toString();
   ASSERT_EQ(choices->size(), 2u) << "the second linear shares the first's shape";
@@ -189,7 +205,7 @@ TEST_F(TuneGraph, KeepsTheFastestCandidateOfEachShapeOnce) {
 
 TEST_F(TuneGraph, ReportsAChoiceTheDeviceRefusesWithItsInstruction) {
   dev.refuseIndex = 1;
-  StatusOr<std::vector<Executor::LinearChoice>> choices =
+  StatusOr<std::vector<Executor::GemmChoice>> choices =
       exec->tuneGraph(stream->handle(), 1);
   ASSERT_FALSE(choices.ok());
   EXPECT_EQ(choices.status().code(), StatusCode::Internal);
@@ -202,12 +218,78 @@ TEST_F(TuneGraph, ReportsAChoiceTheDeviceRefusesWithItsInstruction) {
 
 TEST_F(TuneGraph, NothingToChooseLeavesTheExecutorAlone) {
   dev.algorithms = {{N1, 1}, {N2, 1}};
-  StatusOr<std::vector<Executor::LinearChoice>> choices =
+  StatusOr<std::vector<Executor::GemmChoice>> choices =
       exec->tuneGraph(stream->handle());
   ASSERT_TRUE(choices.ok()) << choices.status().toString();
   EXPECT_TRUE(choices->empty());
   EXPECT_EQ(dev.captures, 0);
   EXPECT_FALSE(exec->hasGraph());
+}
+
+// q_absorb and v_up are GEMMs too: their per-head products are tuned like
+// the linears, by their own shapes.
+TEST(TuneGraphPerHead, ChoosesTheAbsorbAndVUpProducts) {
+  constexpr int64_t H = 2, NOPE = 4, LAT = 6, V = 3;
+  ArtifactWriter w("per_head");
+  const DType f = DType::F32;
+  uint32_t q = w.addBuffer("q_nope", BufferRole::Input, f, {T, H, NOPE});
+  uint32_t wuk = w.addBuffer("w_uk", BufferRole::Weight, f, {H, NOPE, LAT});
+  uint32_t wuv = w.addBuffer("w_uv", BufferRole::Weight, f, {H, LAT, V});
+  uint32_t out = w.addBuffer("out", BufferRole::Output, f, {T, H, V});
+  const int64_t off = w.allocateArena(T * H * LAT * 4);
+  const uint32_t lat = w.arenaView(off, f, {T, H, LAT});
+  w.qAbsorb(w.bufferView(q), w.bufferView(wuk), lat, "absorb");
+  w.vUp(lat, w.bufferView(wuv), w.bufferView(out), "v_up");
+  StatusOr<std::vector<uint8_t>> bytes = w.finish();
+  ASSERT_TRUE(bytes.ok()) << bytes.status().toString();
+  StatusOr<Artifact> a = Artifact::load(bytes->data(), bytes->size());
+  ASSERT_TRUE(a.ok()) << a.status().toString();
+
+  FakeTuningDevice dev;
+  dev.fastest.clear();
+  dev.headAlgorithms = {{LAT, 2}, {V, 3}};
+  dev.headFastest = {{LAT, 1}, {V, 2}};
+  StatusOr<Executor> e = Executor::create(*a, dev);
+  ASSERT_TRUE(e.ok()) << e.status().toString();
+  std::vector<Buffer> keep;
+  auto bind = [&](const char *name, std::vector<int64_t> sizes) {
+    int64_t n = 1;
+    for (int64_t d : sizes)
+      n *= d;
+    StatusOr<Buffer> b = dev.allocate(size_t(n) * 4);
+    ASSERT_TRUE(b.ok());
+    std::memset(b->data(), 0, size_t(n) * 4);
+    TensorRef t;
+    t.data = b->data();
+    t.dtype = f;
+    t.rank = int(sizes.size());
+    for (int d = t.rank - 1, stride = 1; d >= 0; stride *= int(sizes[size_t(d)]), --d) {
+      t.sizes[d] = sizes[size_t(d)];
+      t.strides[d] = stride;
+    }
+    ASSERT_TRUE(e->bind(name, t).ok()) << name;
+    keep.push_back(std::move(b).value());
+  };
+  bind("q_nope", {T, H, NOPE});
+  bind("w_uk", {H, NOPE, LAT});
+  bind("w_uv", {H, LAT, V});
+  bind("out", {T, H, V});
+  StatusOr<Stream> st = dev.createStream();
+  ASSERT_TRUE(st.ok());
+  StatusOr<std::vector<Executor::GemmChoice>> choices =
+      e->tuneGraph(st->handle(), 2);
+  ASSERT_TRUE(choices.ok()) << choices.status().toString();
+  ASSERT_EQ(choices->size(), 2u);
+  EXPECT_EQ((*choices)[0].instruction, 0u);
+  EXPECT_EQ((*choices)[0].candidates, 2);
+  EXPECT_EQ((*choices)[0].chosen, 1);
+  EXPECT_EQ((*choices)[1].instruction, 1u);
+  EXPECT_EQ((*choices)[1].candidates, 3);
+  EXPECT_EQ((*choices)[1].chosen, 2);
+  EXPECT_EQ(dev.headCurrent[LAT], 1);
+  EXPECT_EQ(dev.headCurrent[V], 2);
+  EXPECT_EQ(e->describeGemmChoice((*choices)[1]).rfind("v_up #1 (", 0), 0u)
+      << e->describeGemmChoice((*choices)[1]);
 }
 
 } // namespace

@@ -205,6 +205,10 @@ public:
   /// and only index 0 is accepted (OutOfRange otherwise).
   virtual StatusOr<int> linearAlgorithmCount(const LinearArgs &a);
   virtual Status chooseLinearAlgorithm(const LinearArgs &a, int index);
+  /// The same for the per-head products of `kernels().qAbsorb` and
+  /// `kernels().vUp` (CUDA: cuBLASLt's strided-batched candidates).
+  virtual StatusOr<int> perHeadAlgorithmCount(const PerHeadGemmArgs &a);
+  virtual Status choosePerHeadAlgorithm(const PerHeadGemmArgs &a, int index);
 
   /// True when the device can run compiler-generated kernels
   /// (docs/codegen.md). The executor runs the library kernel for

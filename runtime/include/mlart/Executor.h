@@ -129,32 +129,34 @@ public:
   /// device().checkErrors(stream) after its own synchronization.
   Status runGraph(StreamHandle stream, bool wait = true);
 
-  /// What tuneGraph chose for one linear instruction.
-  struct LinearChoice {
+  /// What tuneGraph chose for one GEMM instruction (linear, q_absorb or
+  /// v_up).
+  struct GemmChoice {
     size_t instruction = 0; ///< its index in the program
     int candidates = 0;     ///< algorithms the device offered
     int chosen = 0;         ///< the index kept (0: the device's first)
     double microseconds = 0.0; ///< the step's graph replay with it
   };
-  /// Chooses the algorithm of every linear instruction where the device
-  /// offers several (Device::linearAlgorithmCount: cuBLASLt's candidates
-  /// on CUDA) by what the whole step takes: for each such linear in
-  /// program order, every candidate is set, the step captured and its
-  /// graph replayed `replays` times (the fastest of three batches counts),
-  /// the other linears at their current choice; the fastest is kept. A
-  /// GEMM timed alone (the per-shape autotune) misses what matters in the
-  /// step: which GEMMs run side by side on the concurrent streams and
-  /// whether their CTAs fit on the device together (docs/runtime.md).
-  /// Linears of one shape share a choice; it holds for this process's
-  /// later calls of that shape, eager and captured. Replays write the
-  /// bound step's cache slots, as runGraph does. Needs a created stream
-  /// (as captureGraph); on success the step is left captured with the
-  /// final choices, or untouched when there was nothing to choose.
+  /// Chooses the algorithm of every GEMM instruction (linear, q_absorb,
+  /// v_up) where the device offers several (Device::linearAlgorithmCount
+  /// and perHeadAlgorithmCount: cuBLASLt's candidates on CUDA) by what the
+  /// whole step takes: for each such instruction in program order, every
+  /// candidate is set, the step captured and its graph replayed `replays`
+  /// times (the fastest of three batches counts), the other GEMMs at their
+  /// current choice; the fastest is kept. A GEMM timed alone (the
+  /// per-shape autotune) misses what matters in the step: which GEMMs run
+  /// side by side on the concurrent streams and whether their CTAs fit on
+  /// the device together (docs/runtime.md). GEMMs of one shape share a
+  /// choice; it holds for this process's later calls of that shape, eager
+  /// and captured. Replays write the bound step's cache slots, as runGraph
+  /// does. Needs a created stream (as captureGraph); on success the step is
+  /// left captured with the final choices, or untouched when there was
+  /// nothing to choose.
   static constexpr int kDefaultTuneReplays = 20;
-  StatusOr<std::vector<LinearChoice>>
+  StatusOr<std::vector<GemmChoice>>
   tuneGraph(StreamHandle stream, int replays = kDefaultTuneReplays);
-  /// "linear #I (INSTRUCTION): algorithm C of N, T us a step".
-  std::string describeLinearChoice(const LinearChoice &c) const;
+  /// "OPCODE #I (INSTRUCTION): algorithm C of N, T us a step".
+  std::string describeGemmChoice(const GemmChoice &c) const;
 
   /// Most streams a run or capture may spread the instructions over
   /// (docs/runtime.md, "Concurrent streams"): independent instructions go

@@ -158,6 +158,15 @@ struct VUpArgs {
   bool staticWeight = false;
 };
 
+/// The product q_absorb and v_up both compute, out[b, h, :] = x[b, h, :] @
+/// w[h]: what Device::perHeadAlgorithmCount and choosePerHeadAlgorithm key
+/// their choice on.
+struct PerHeadGemmArgs {
+  TensorRef x;
+  TensorRef w;
+  TensorRef out;
+};
+
 /// out [B, H, latent + rope] = concat(qLatent, qPe) along the last axis.
 struct QConcatArgs {
   TensorRef qLatent;

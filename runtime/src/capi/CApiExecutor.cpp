@@ -189,7 +189,7 @@ mlart_status mlart_executor_tune_graph(mlart_executor *executor,
                                  std::to_string(Executor::kDefaultTuneReplays) +
                                  "), got " + std::to_string(replays));
         MLART_ASSIGN_OR_RETURN(
-            std::vector<Executor::LinearChoice> choices,
+            std::vector<Executor::GemmChoice> choices,
             executor->executor.tuneGraph(
                 h, replays == 0 ? Executor::kDefaultTuneReplays : replays));
         if (out_num_tuned)

@@ -120,9 +120,10 @@ Status checkGemmTypes(const TensorRef &x, const TensorRef &w,
   return Status::success();
 }
 
-Status perHead(CudaContext &ctx, const TensorRef &x, const char *xName,
-               const TensorRef &w, const char *wName, const TensorRef &out,
-               bool staticWeight, cudaStream_t stream, const char *what) {
+/// The operand checks of out[b, h, :] = x[b, h, :] @ w[h].
+Status checkPerHead(const TensorRef &x, const char *xName, const TensorRef &w,
+                    const char *wName, const TensorRef &out,
+                    const char *what) {
   using namespace mlart::cpu;
   MLART_RETURN_IF_ERROR(checkFloatTensor(x, xName, 3));
   MLART_RETURN_IF_ERROR(checkFloatTensor(w, wName, 3));
@@ -132,10 +133,18 @@ Status perHead(CudaContext &ctx, const TensorRef &x, const char *xName,
   MLART_RETURN_IF_ERROR(checkDim(out, "out", 0, x.sizes[0]));
   MLART_RETURN_IF_ERROR(checkDim(out, "out", 1, x.sizes[1]));
   MLART_RETURN_IF_ERROR(checkDim(out, "out", 2, w.sizes[2]));
-  MLART_RETURN_IF_ERROR(checkGemmTypes(x, w, out, what));
+  return checkGemmTypes(x, w, out, what);
+}
+
+Status perHead(CudaContext &ctx, const TensorRef &x, const char *xName,
+               const TensorRef &w, const char *wName, const TensorRef &out,
+               bool staticWeight, cudaStream_t stream, const char *what) {
+  MLART_RETURN_IF_ERROR(checkPerHead(x, xName, w, wName, out, what));
   StatusOr<bool> skinny = skinnyPerHead(ctx, x, w, out, staticWeight, stream);
   if (!skinny.ok() || *skinny)
     return skinny.status();
+  if (ltForPlainLinear())
+    return ctx.blasLt->perHead(stream, x, w, out);
   const int64_t B = x.sizes[0], H = x.sizes[1], K = x.sizes[2],
                 N = w.sizes[2];
   // Per head: out_h [B, N] = x_h [B, K] @ w_h [K, N] (row-major), i.e.
@@ -177,19 +186,50 @@ static StatusOr<bool> linearUsesLt(CudaContext &ctx, const LinearArgs &a) {
   return cublasLtRuns(a);
 }
 
+/// The one algorithm of a GEMM that cuBLASLt does not run.
+static Status onlyAlgorithm(const char *what, int index) {
+  return index == 0 ? Status::success()
+                    : outOfRange(std::string(what) +
+                                 ": this call has one algorithm, not " +
+                                 std::to_string(index + 1));
+}
+
 StatusOr<int> linearAlgorithmCount(CudaContext &ctx, const LinearArgs &a) {
   MLART_ASSIGN_OR_RETURN(bool lt, linearUsesLt(ctx, a));
-  return lt ? ctx.blasLt->algorithmCount(a) : StatusOr<int>(1);
+  return lt ? ctx.blasLt->algorithmCount(LtGemm::ofLinear(a))
+            : StatusOr<int>(1);
 }
 
 Status chooseLinearAlgorithm(CudaContext &ctx, const LinearArgs &a,
                              int index) {
   MLART_ASSIGN_OR_RETURN(bool lt, linearUsesLt(ctx, a));
   if (lt)
-    return ctx.blasLt->chooseAlgorithm(a, index);
-  return index == 0 ? Status::success()
-                    : outOfRange("linear: this call has one algorithm, not " +
-                                 std::to_string(index + 1));
+    return ctx.blasLt->chooseAlgorithm(LtGemm::ofLinear(a), index);
+  return onlyAlgorithm("linear", index);
+}
+
+/// Whether perHead hands the product to cuBLASLt (its dispatch above).
+static StatusOr<bool> perHeadUsesLt(CudaContext &ctx, const PerHeadGemmArgs &a) {
+  MLART_RETURN_IF_ERROR(checkPerHead(a.x, "x", a.w, "w", a.out, "per-head GEMM"));
+  if (skinnyPerHeadPlan(a.x, a.w, a.out, ctx.smCount))
+    return false;
+  return ltForPlainLinear();
+}
+
+StatusOr<int> perHeadAlgorithmCount(CudaContext &ctx,
+                                    const PerHeadGemmArgs &a) {
+  MLART_ASSIGN_OR_RETURN(bool lt, perHeadUsesLt(ctx, a));
+  return lt ? ctx.blasLt->algorithmCount(LtGemm::ofPerHead(a.x, a.w, a.out))
+            : StatusOr<int>(1);
+}
+
+Status choosePerHeadAlgorithm(CudaContext &ctx, const PerHeadGemmArgs &a,
+                              int index) {
+  MLART_ASSIGN_OR_RETURN(bool lt, perHeadUsesLt(ctx, a));
+  if (lt)
+    return ctx.blasLt->chooseAlgorithm(LtGemm::ofPerHead(a.x, a.w, a.out),
+                                       index);
+  return onlyAlgorithm("per-head GEMM", index);
 }
 
 Status linear(CudaContext &ctx, const LinearArgs &a, cudaStream_t s) {

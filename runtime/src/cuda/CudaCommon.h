@@ -115,6 +115,9 @@ Status linear(CudaContext &, const LinearArgs &, cudaStream_t);
 /// the call takes the skinny kernel or plain cuBLAS) and a fixed choice.
 StatusOr<int> linearAlgorithmCount(CudaContext &, const LinearArgs &);
 Status chooseLinearAlgorithm(CudaContext &, const LinearArgs &, int index);
+StatusOr<int> perHeadAlgorithmCount(CudaContext &, const PerHeadGemmArgs &);
+Status choosePerHeadAlgorithm(CudaContext &, const PerHeadGemmArgs &,
+                              int index);
 Status qConcat(CudaContext &, const QConcatArgs &, cudaStream_t);
 Status quantize(CudaContext &, const QuantizeArgs &, cudaStream_t);
 Status rmsNorm(CudaContext &, const RmsNormArgs &, cudaStream_t);

@@ -188,6 +188,15 @@ public:
     MLART_CUDA_CHECK(cudaSetDevice(ordinal_), "cudaSetDevice");
     return cuda::chooseLinearAlgorithm(ctx_, a, index);
   }
+  StatusOr<int> perHeadAlgorithmCount(const PerHeadGemmArgs &a) override {
+    MLART_CUDA_CHECK(cudaSetDevice(ordinal_), "cudaSetDevice");
+    return cuda::perHeadAlgorithmCount(ctx_, a);
+  }
+  Status choosePerHeadAlgorithm(const PerHeadGemmArgs &a, int index) override {
+    MLART_CUDA_CHECK(cudaSetDevice(ordinal_), "cudaSetDevice");
+    return cuda::choosePerHeadAlgorithm(ctx_, a, index);
+  }
+
   bool supportsCodegenKernels() const override { return true; }
   Status launchCodegenCacheWrite(const CodegenModule &module,
                                  const CodegenKernel &kernel,

@@ -1307,3 +1307,62 @@ TEST(CudaRopeCacheUpdate, OutOfPlaceQPeRefusesPartialOverlap) {
 }
 
 } // namespace
+
+// q_absorb as the fused V2-Lite step runs it: q_nope read in place from the
+// fused q + kv_a GEMM output (row pitch 3648, head pitch 192) into the
+// latent columns of the assembled query. Every cuBLASLt candidate that
+// Executor::tuneGraph may choose must compute the same product.
+TEST(CudaGemm, EveryPerHeadCandidateMatchesTheCpu) {
+  REQUIRE_GPU();
+  const int64_t B = 64, H = 16, NOPE = 128, LAT = 512, PITCH = 3648;
+  Arr fused = randomArr(dev, DType::BF16, {B, PITCH});
+  Arr wuk = randomArr(dev, DType::BF16, {H, NOPE, LAT}, -0.2f, 0.2f);
+  Arr query(dev, DType::BF16, {B, H, LAT + 64});
+  auto qNope = [&](TensorRef t) {
+    t.rank = 3;
+    t.sizes[0] = B, t.sizes[1] = H, t.sizes[2] = NOPE;
+    t.strides[0] = PITCH, t.strides[1] = 192, t.strides[2] = 1;
+    return t;
+  };
+  auto latent = [&](TensorRef t) {
+    t.sizes[2] = LAT;
+    return t;
+  };
+  query.poison();
+  ASSERT_TRUE(cpu().qAbsorb({qNope(fused.h()), wuk.h(), latent(query.h())},
+                            nullptr)
+                  .ok());
+  const std::vector<uint8_t> want = query.host;
+  const PerHeadGemmArgs a{qNope(fused.d()), wuk.d(), latent(query.d())};
+  StatusOr<int> n = dev->perHeadAlgorithmCount(a);
+  if (n.status().code() == StatusCode::Unavailable)
+    GTEST_SKIP() << n.status().message();
+  ASSERT_TRUE(n.ok()) << n.status().toString();
+  EXPECT_GT(*n, 1) << "cuBLASLt offers a choice for this shape";
+  for (int c = 0; c < *n; ++c) {
+    SCOPED_TRACE("candidate " + std::to_string(c));
+    ASSERT_TRUE(dev->choosePerHeadAlgorithm(a, c).ok());
+    query.poison();
+    query.up(dev);
+    ASSERT_TRUE(
+        dev->kernels().qAbsorb({a.x, a.w, a.out, true}, nullptr).ok());
+    const std::vector<uint8_t> got = query.down(dev);
+    double num = 0, den = 0;
+    for (int64_t r = 0; r < B * H; ++r)
+      for (int64_t col = 0; col < LAT + 64; ++col) {
+        const size_t i = size_t(r * (LAT + 64) + col);
+        const double g = loadAsFloat(got.data(), DType::BF16, i);
+        if (col >= LAT) {
+          ASSERT_TRUE(std::isnan(g)) << "wrote past the latent columns";
+          continue;
+        }
+        const double ref = loadAsFloat(want.data(), DType::BF16, i);
+        num += (g - ref) * (g - ref);
+        den += ref * ref;
+      }
+    EXPECT_LT(std::sqrt(num / den), 1e-2);
+  }
+  EXPECT_EQ(dev->choosePerHeadAlgorithm(a, *n).code(), StatusCode::OutOfRange);
+  EXPECT_EQ(dev->choosePerHeadAlgorithm(a, -1).code(), StatusCode::OutOfRange);
+  ASSERT_TRUE(dev->choosePerHeadAlgorithm(a, 0).ok());
+}

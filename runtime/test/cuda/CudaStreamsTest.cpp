@@ -231,13 +231,13 @@ TEST(CudaStreams, TuneGraphChoosesEveryLinearInContext) {
   EXPECT_EQ(two->tuneGraph(nullptr).status().code(),
             StatusCode::InvalidArgument);
   EXPECT_EQ(two->tuneGraph(st, 0).status().code(), StatusCode::InvalidArgument);
-  StatusOr<std::vector<Executor::LinearChoice>> choices = two->tuneGraph(st, 3);
+  StatusOr<std::vector<Executor::GemmChoice>> choices = two->tuneGraph(st, 3);
   ASSERT_TRUE(choices.ok()) << choices.status().toString();
   // cuBLASLt offers several algorithms for these bf16 shapes; the three
   // linears (q_proj, kv_a, o_proj) have different shapes.
   ASSERT_FALSE(choices->empty());
   const std::vector<Instruction> &program = two->artifact().instructions();
-  for (const Executor::LinearChoice &c : *choices) {
+  for (const Executor::GemmChoice &c : *choices) {
     ASSERT_LT(c.instruction, program.size());
     EXPECT_EQ(program[c.instruction].opcode, Opcode::Linear);
     EXPECT_GT(c.candidates, 1);
