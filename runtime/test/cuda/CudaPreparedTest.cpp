@@ -66,6 +66,11 @@ void expectProduct(CudaDevice *dev, const Arr &x, const Arr &wq,
 
 TEST(CudaPrepared, ConcatenatesOnTheDeviceEagerAndInAGraph) {
   REQUIRE_GPU();
+  // runGraph reports the device's asynchronous error record; start clean.
+  Status stale = dev->checkErrors(nullptr);
+  if (!stale.ok())
+    std::printf("[cuda tests] error record left by an earlier test: %s\n",
+                stale.toString().c_str());
   StatusOr<Stream> stream = dev->createStream();
   ASSERT_TRUE(stream.ok());
   StreamHandle st = stream->handle();
@@ -97,7 +102,8 @@ TEST(CudaPrepared, ConcatenatesOnTheDeviceEagerAndInAGraph) {
   y.poison();
   y.up(dev);
   ASSERT_TRUE(dev->synchronize().ok());
-  ASSERT_TRUE(exec->runGraph(st).ok());
+  Status r = exec->runGraph(st);
+  ASSERT_TRUE(r.ok()) << r.toString();
   expectProduct(dev, x, wq, wkv, y);
 
   // New weight values in place + prepare(): the replay sees them.
@@ -108,7 +114,8 @@ TEST(CudaPrepared, ConcatenatesOnTheDeviceEagerAndInAGraph) {
   y.poison();
   y.up(dev);
   ASSERT_TRUE(dev->synchronize().ok());
-  ASSERT_TRUE(exec->runGraph(st).ok());
+  r = exec->runGraph(st);
+  ASSERT_TRUE(r.ok()) << r.toString();
   expectProduct(dev, x, wq, wkv, y);
 }
 
@@ -158,6 +165,7 @@ TEST(CudaPrepared, ReadsWeightsBoundAsRowsOfOneTensorInPlace) {
   y.poison();
   y.up(dev);
   ASSERT_TRUE(dev->synchronize().ok());
-  ASSERT_TRUE(exec->runGraph(st).ok());
+  Status r = exec->runGraph(st);
+  ASSERT_TRUE(r.ok()) << r.toString();
   expectProduct(dev, x, wq, wkv, y);
 }
