@@ -76,41 +76,6 @@ bool sameStrides(const TensorRef &a, const TensorRef &b) {
   return true;
 }
 
-/// Two views whose rows share one pitch (outermost stride, in bytes) and
-/// whose inner dimensions stay inside one row each touch one window of
-/// every row. Measured from the lower view's start, the upper view's
-/// window begins d = (distance mod pitch) bytes in; they share no byte,
-/// whatever rows either covers, when that window fits between the end of
-/// the lower one and the start of the next row. This separates column
-/// slices of one matrix even when their ranks differ (the q heads and the
-/// k_pe columns of a fused projection's output).
-bool rowWindowsDisjoint(const TensorRef &a, const TensorRef &b) {
-  auto window = [](const TensorRef &t, int64_t &pitch, int64_t &span) {
-    const int64_t es = int64_t(dtypeSize(t.dtype));
-    if (t.rank < 2 || t.strides[0] <= 0)
-      return false;
-    int64_t reach = 0;
-    for (int d = 1; d < t.rank; ++d) {
-      if (t.strides[d] < 0)
-        return false;
-      if (t.sizes[d] > 0)
-        reach += (t.sizes[d] - 1) * t.strides[d];
-    }
-    pitch = t.strides[0] * es;
-    span = (reach + 1) * es;
-    return span <= pitch;
-  };
-  int64_t pa, na, pb, nb;
-  if (!window(a, pa, na) || !window(b, pb, nb) || pa != pb)
-    return false;
-  const bool aLower = a.data <= b.data;
-  const int64_t lowerSpan = aLower ? na : nb, upperSpan = aLower ? nb : na;
-  const uintptr_t lo = reinterpret_cast<uintptr_t>(aLower ? a.data : b.data);
-  const uintptr_t hi = reinterpret_cast<uintptr_t>(aLower ? b.data : a.data);
-  const int64_t d = int64_t((hi - lo) % uint64_t(pa));
-  return lowerSpan <= d && d + upperSpan <= pa;
-}
-
 } // namespace
 
 MemoryAccess MemoryAccess::ofView(const TensorRef &view, bool write) {

@@ -64,4 +64,30 @@ bool partiallyOverlaps(const TensorRef &a, const TensorRef &b) {
   return a0 < a1 && b0 < b1 && a0 < b1 && b0 < a1;
 }
 
+bool rowWindowsDisjoint(const TensorRef &a, const TensorRef &b) {
+  auto window = [](const TensorRef &t, int64_t &pitch, int64_t &span) {
+    if (t.rank < 2 || t.strides[0] <= 0)
+      return false;
+    int64_t reach = 0;
+    for (int d = 1; d < t.rank; ++d) {
+      if (t.sizes[d] <= 0 || t.strides[d] < 0)
+        return false;
+      reach += (t.sizes[d] - 1) * t.strides[d];
+    }
+    const int64_t es = int64_t(dtypeSize(t.dtype));
+    pitch = t.strides[0] * es;
+    span = (reach + 1) * es;
+    return span <= pitch;
+  };
+  int64_t pa, na, pb, nb;
+  if (!window(a, pa, na) || !window(b, pb, nb) || pa != pb)
+    return false;
+  const bool aLower = a.data <= b.data;
+  const int64_t lowerSpan = aLower ? na : nb, upperSpan = aLower ? nb : na;
+  const uintptr_t lo = reinterpret_cast<uintptr_t>(aLower ? a.data : b.data);
+  const uintptr_t hi = reinterpret_cast<uintptr_t>(aLower ? b.data : a.data);
+  const int64_t d = int64_t((hi - lo) % uint64_t(pa));
+  return lowerSpan <= d && d + upperSpan <= pa;
+}
+
 } // namespace mlart

@@ -231,6 +231,11 @@ protected:
         }
   }
 
+  /// Fills `fused` (as an engine stores the weights: one [N1 + N2, K]
+  /// tensor), binds everything with w1 and w2 as its rows [0, N1) and
+  /// [N1, N1 + N2), and checks a run.
+  void bindBackToBackAndRun(HostTensor &fused);
+
   std::unique_ptr<Device> device;
   std::optional<Executor> exec;
   std::mt19937 rng{7};
@@ -289,14 +294,17 @@ HostTensor copyRows(const HostTensor &fused, int64_t first, int64_t rows) {
   return t;
 }
 
-TEST_F(PreparedExecutor, WeightsBoundBackToBackAreReadInPlace) {
-  // As an engine stores them: one [N1 + N2, K] tensor, w1 and w2 its rows.
-  HostTensor fused(DType::BF16, {N1 + N2, K});
+void PreparedExecutor::bindBackToBackAndRun(HostTensor &fused) {
   test::fillRandom(fused, rng);
   ASSERT_TRUE(bindAll().ok());
   ASSERT_TRUE(exec->bind("w1", rowsOf(fused, 0, N1)).ok());
   ASSERT_TRUE(exec->bind("w2", rowsOf(fused, N1, N2)).ok());
   runAndCheck(copyRows(fused, 0, N1), copyRows(fused, N1, N2));
+}
+
+TEST_F(PreparedExecutor, WeightsBoundBackToBackAreReadInPlace) {
+  HostTensor fused(DType::BF16, {N1 + N2, K});
+  bindBackToBackAndRun(fused);
   EXPECT_EQ(exec->preparedArenaBytes(), 0u);
   // Read in place, so an in-place change shows without prepare().
   for (int64_t i = 0; i < N2 * K; ++i)
@@ -318,11 +326,7 @@ TEST_F(PreparedExecutor, WeightsBoundInTheOtherOrderAreCopied) {
 
 TEST_F(PreparedExecutor, RebindingApartMovesTheWeightsIntoTheArena) {
   HostTensor fused(DType::BF16, {N1 + N2, K});
-  test::fillRandom(fused, rng);
-  ASSERT_TRUE(bindAll().ok());
-  ASSERT_TRUE(exec->bind("w1", rowsOf(fused, 0, N1)).ok());
-  ASSERT_TRUE(exec->bind("w2", rowsOf(fused, N1, N2)).ok());
-  runAndCheck(copyRows(fused, 0, N1), copyRows(fused, N1, N2));
+  bindBackToBackAndRun(fused);
   EXPECT_EQ(exec->preparedArenaBytes(), 0u);
   // w2 elsewhere: the run is no longer back to back, so both are copied.
   ASSERT_TRUE(exec->bind("w2", w2.ref).ok());

@@ -91,35 +91,21 @@ void setRowMajor(mlart::ViewDecl &view, ArrayRef<int64_t> sizes) {
   }
 }
 
-/// Views of one base whose rows share a pitch (outermost stride) and whose
-/// inner dimensions stay inside one row each touch one window of every
-/// row; measured from the lower view's start, the upper one's begins
-/// d = (distance mod pitch) bytes in. They share no byte, whatever rows
-/// either covers, when that window fits between the end of the lower one
-/// and the next row: column slices of one matrix, even of different ranks
-/// (the q heads and the k_pe columns of a fused projection's output).
+/// mlart::rowWindowsDisjoint for two views of one base: their byte offsets
+/// stand in for addresses (only the difference matters).
 bool rowWindowsDisjoint(const mlart::ViewDecl &a, const mlart::ViewDecl &b) {
-  auto window = [](const mlart::ViewDecl &v, int64_t &pitch, int64_t &span) {
-    if (v.rank < 2 || v.strides[0] <= 0)
-      return false;
-    int64_t reach = 0;
-    for (int d = 1; d < v.rank; ++d) {
-      if (v.sizes[d] == 0)
-        return false;
-      reach += (v.sizes[d] - 1) * v.strides[d];
+  auto ref = [](const mlart::ViewDecl &v) {
+    mlart::TensorRef t;
+    t.data = reinterpret_cast<void *>(uintptr_t(v.byteOffset));
+    t.dtype = v.dtype;
+    t.rank = v.rank;
+    for (int d = 0; d < v.rank; ++d) {
+      t.sizes[d] = v.sizes[d];
+      t.strides[d] = v.strides[d];
     }
-    const int64_t es = int64_t(mlart::dtypeSize(v.dtype));
-    pitch = v.strides[0] * es;
-    span = (reach + 1) * es;
-    return span <= pitch;
+    return t;
   };
-  int64_t pa, na, pb, nb;
-  if (!window(a, pa, na) || !window(b, pb, nb) || pa != pb)
-    return false;
-  const bool aLower = a.byteOffset <= b.byteOffset;
-  const int64_t lowerSpan = aLower ? na : nb, upperSpan = aLower ? nb : na;
-  const int64_t d = std::abs(b.byteOffset - a.byteOffset) % pa;
-  return lowerSpan <= d && d + upperSpan <= pa;
+  return mlart::rowWindowsDisjoint(ref(a), ref(b));
 }
 
 /// Ops that lower to a view of their source, never to an instruction.

@@ -78,6 +78,17 @@ struct TensorRef {
   std::string describe() const;
 };
 
+/// True when `a` and `b` provably share no byte because they are column
+/// windows of the same rows: both have rank >= 2, one row pitch (outermost
+/// stride, in bytes) and inner dimensions that stay inside one row, and
+/// measured from the lower view's start, the upper view's window (which
+/// begins `distance mod pitch` bytes in) fits between the end of the lower
+/// one and the next row. Ranks may differ: the q heads and the k_pe
+/// columns of one fused projection output. Only the addresses' difference
+/// matters, so offsets into one base work as `data` too. False means "may
+/// overlap".
+bool rowWindowsDisjoint(const TensorRef &a, const TensorRef &b);
+
 /// Checks that `t` is present, has `rank` dimensions, an innermost stride of
 /// 1 and non-negative sizes; `name` goes into the message.
 Status checkTensor(const TensorRef &t, const char *name, int rank);

@@ -53,6 +53,8 @@ mlart_status mlart_rope(mlart_device *device, const mlart_rope_args *args,
   });
 }
 
+} // extern "C": C++ helpers below have C++ linkage
+
 namespace {
 
 /// The operands both rope + cache update entry points have.
@@ -72,6 +74,8 @@ Status toRopeCacheUpdateArgs(const mlart_rope_cache_update_args *args,
 }
 
 } // namespace
+
+extern "C" {
 
 mlart_status mlart_rope_cache_update(mlart_device *device,
                                      const mlart_rope_cache_update_args *args,
@@ -221,6 +225,8 @@ mlart_status mlart_rms_norm(mlart_device *device,
   });
 }
 
+} // extern "C": C++ helpers below have C++ linkage
+
 namespace {
 
 /// x, weight and out, the operands both linear entry points have.
@@ -232,6 +238,8 @@ Status toLinearArgs(const mlart_tensor &x, const mlart_tensor &weight,
 }
 
 } // namespace
+
+extern "C" {
 
 mlart_status mlart_linear(mlart_device *device, const mlart_linear_args *args,
                           mlart_stream *stream) {
