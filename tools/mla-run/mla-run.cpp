@@ -516,9 +516,9 @@ int main(int argc, char **argv) {
         auto choices = executor.value().tuneGraph(stream);
         if (!choices.ok())
           return fail("tuning the step graph", choices.status());
-        for (const Executor::LinearChoice &c : *choices)
+        for (const Executor::GemmChoice &c : *choices)
           std::printf("tuned %s\n",
-                      executor.value().describeLinearChoice(c).c_str());
+                      executor.value().describeGemmChoice(c).c_str());
       }
       if (!executor.value().hasGraph())
         if (Status s = executor.value().captureGraph(stream); !s.ok())
