@@ -79,10 +79,10 @@ static int64_t readIndexValue(const TensorRef &t, int64_t i,
   return v;
 }
 
-Status readRecord(CudaContext &ctx, cudaStream_t stream,
-                  const TensorRef *slots, const TensorRef *positions,
-                  int64_t blockSize, int64_t numSlots,
-                  uint64_t *refusedWrites) {
+static Status decodeRecord(CudaContext &ctx, cudaStream_t stream,
+                           const TensorRef *slots, const TensorRef *positions,
+                           int64_t blockSize, int64_t numSlots,
+                           uint64_t *refusedWrites) {
   MLART_CUDA_CHECK(cudaMemcpyAsync(ctx.hostRecord, ctx.deviceRecord,
                                    sizeof(DeviceErrorRecord),
                                    cudaMemcpyDeviceToHost, stream),
@@ -135,6 +135,21 @@ Status readRecord(CudaContext &ctx, cudaStream_t stream,
     return outOfRange("sequence " + std::to_string(r.badSeqIndex) +
                       " has a length or block-table entry outside the cache");
   return Status::success();
+}
+
+Status readRecord(CudaContext &ctx, cudaStream_t stream,
+                  const TensorRef *slots, const TensorRef *positions,
+                  int64_t blockSize, int64_t numSlots,
+                  uint64_t *refusedWrites) {
+  Status s = decodeRecord(ctx, stream, slots, positions, blockSize, numSlots,
+                          refusedWrites);
+  // A reported error is consumed: left in the record, the next
+  // asynchronous check (checkErrors, runGraph) would report it again as
+  // its own. Should the reset fail too, the original error is the one to
+  // report.
+  if (!s.ok())
+    (void)resetRecord(ctx, stream);
+  return s;
 }
 
 namespace {

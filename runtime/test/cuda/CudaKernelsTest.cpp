@@ -152,6 +152,22 @@ TEST(CudaCacheUpdateErrors, OutOfRangeSlotWritesNothing) {
   }
 }
 
+// A synchronous check that reports an error consumes it: a later
+// asynchronous check (checkErrors after a graph replay) must not report a
+// call that already failed as its own.
+TEST(CudaCacheUpdateErrors, AReportedErrorIsNotReportedAgain) {
+  REQUIRE_GPU();
+  Cache cache(dev, CacheLayout::Plain, DType::BF16, 20, 16);
+  Arr kv = randomArr(dev, DType::BF16, {4, 512});
+  Arr kp = randomArr(dev, DType::BF16, {4, 64});
+  Arr slots = slotArr(dev, {0, 1, cache.desc.numSlots() + 7, 3}, true);
+  Status s = dev->kernels().cacheUpdate(
+      {kv.d(), kp.d(), slots.d(), cache.d()}, nullptr);
+  ASSERT_EQ(s.code(), StatusCode::OutOfRange) << s.toString();
+  Status again = dev->checkErrors(nullptr);
+  EXPECT_TRUE(again.ok()) << again.toString();
+}
+
 TEST(CudaCacheUpdateErrors, CheckedModeRefusesProtectedBlocks) {
   REQUIRE_GPU();
   for (int64_t tokens : {8, 2100}) {

@@ -66,11 +66,6 @@ void expectProduct(CudaDevice *dev, const Arr &x, const Arr &wq,
 
 TEST(CudaPrepared, ConcatenatesOnTheDeviceEagerAndInAGraph) {
   REQUIRE_GPU();
-  // runGraph reports the device's asynchronous error record; start clean.
-  Status stale = dev->checkErrors(nullptr);
-  if (!stale.ok())
-    std::printf("[cuda tests] error record left by an earlier test: %s\n",
-                stale.toString().c_str());
   StatusOr<Stream> stream = dev->createStream();
   ASSERT_TRUE(stream.ok());
   StreamHandle st = stream->handle();
