@@ -39,11 +39,35 @@ Status Harness::loadBoundInputs() {
 
 Status Harness::allocateTensors(const Artifact &artifact) {
   artifact_ = &artifact;
-  for (const BufferDecl &decl : artifact.buffers()) {
+  // Weights go back to back into one pool, in declaration order, each at a
+  // 256-byte aligned offset (GEMM kernels want aligned rows); adjacent
+  // whole weights of a fused projection then need no prepared copy.
+  constexpr int64_t kAlign = 256;
+  std::vector<int64_t> poolOffset(artifact.buffers().size(), -1);
+  int64_t poolBytes = 0;
+  if (!options_.separateWeights)
+    for (size_t i = 0; i < artifact.buffers().size(); ++i) {
+      const BufferDecl &decl = artifact.buffers()[i];
+      if (decl.role != BufferRole::Weight)
+        continue;
+      poolBytes = (poolBytes + kAlign - 1) / kAlign * kAlign;
+      poolOffset[i] = poolBytes;
+      poolBytes += decl.sizeBytes();
+    }
+  if (poolBytes > 0) {
+    MLART_ASSIGN_OR_RETURN(weightPool_, device_.allocate(size_t(poolBytes)));
+  }
+  for (size_t i = 0; i < artifact.buffers().size(); ++i) {
+    const BufferDecl &decl = artifact.buffers()[i];
     DeviceTensor t;
     t.decl = decl;
     t.host.assign(size_t(decl.sizeBytes()), 0);
-    MLART_ASSIGN_OR_RETURN(t.buffer, device_.allocate(t.host.size()));
+    if (poolOffset[i] >= 0) {
+      t.data = static_cast<uint8_t *>(weightPool_.data()) + poolOffset[i];
+    } else {
+      MLART_ASSIGN_OR_RETURN(t.owned, device_.allocate(t.host.size()));
+      t.data = t.owned.data();
+    }
     tensors_.emplace(decl.name, std::move(t));
   }
   return readShapes();
@@ -206,7 +230,8 @@ Status Harness::setUp(const Artifact &artifact) {
       slotBuf.decl.sizes[0] = contextTokens;
       for (DeviceTensor *t : {&kvC, &kPe, &slotBuf}) {
         t->host.assign(size_t(t->decl.sizeBytes()), 0);
-        MLART_ASSIGN_OR_RETURN(t->buffer, device_.allocate(t->host.size()));
+        MLART_ASSIGN_OR_RETURN(t->owned, device_.allocate(t->host.size()));
+        t->data = t->owned.data();
       }
       fillRandom(kvC, 1.0f);
       fillRandom(kPe, 1.0f);
@@ -295,8 +320,8 @@ Status Harness::prepareStep(int step) {
         t.decl.role == BufferRole::StepMetadata)
       MLART_RETURN_IF_ERROR(upload(t));
     if (t.decl.role == BufferRole::Output)
-      MLART_RETURN_IF_ERROR(device_.memset(t.buffer.data(), 0xff,
-                                           t.buffer.size())); // poison
+      MLART_RETURN_IF_ERROR(device_.memset(t.data, 0xff,
+                                           t.bytes())); // poison
   }
   return device_.synchronize();
 }

@@ -46,15 +46,22 @@ struct HarnessOptions {
   std::vector<std::pair<std::string, std::string>> inputs;
   int64_t sharedPrefix = 0; ///< common prompt tokens of all requests
   bool dummySlots = false;  ///< every step's slot_mapping is -1
+  /// Each weight in its own allocation (--separate-weights) instead of all
+  /// weights back to back in one, in declaration order, as an engine keeps
+  /// them (which lets the executor read fused weights in place).
+  bool separateWeights = false;
 };
 
-/// One device allocation holding a host-initialised tensor.
+/// A host-initialised tensor on the device: its own allocation, or a
+/// window of the harness's weight pool.
 struct DeviceTensor {
   BufferDecl decl;
-  Buffer buffer;
+  Buffer owned; ///< empty for a window of the weight pool
+  void *data = nullptr;
   std::vector<uint8_t> host;
 
-  TensorRef ref() const { return decl.view(buffer.data()); }
+  size_t bytes() const { return host.size(); }
+  TensorRef ref() const { return decl.view(data); }
 };
 
 /// The serving situation one artifact runs in.
@@ -90,8 +97,7 @@ public:
 private:
   void fillRandom(DeviceTensor &t, float scale, float mean = 0.0f);
   Status upload(DeviceTensor &t) {
-    return device_.copyHostToDevice(t.buffer.data(), t.host.data(),
-                                    t.host.size());
+    return device_.copyHostToDevice(t.data, t.host.data(), t.host.size());
   }
   template <typename T> T *hostAs(const std::string &name) {
     return reinterpret_cast<T *>(tensors_.at(name).host.data());
@@ -103,6 +109,8 @@ private:
   std::mt19937_64 rng_;
   const Artifact *artifact_ = nullptr;
   std::map<std::string, DeviceTensor> tensors_;
+  /// Every weight back to back (unless options_.separateWeights).
+  Buffer weightPool_;
   std::vector<KVCache> caches_;
   std::unique_ptr<BlockManager> blocks_;
   int64_t requests_ = 0, tokens_ = 0, maxBlocks_ = 0;

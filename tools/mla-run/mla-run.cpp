@@ -70,6 +70,7 @@ struct Options {
   int64_t sharedPrefix = 0;   ///< --shared-prefix: common prompt tokens
   bool dummySlots = false;    ///< --dummy-slots: every slot -1
   int streams = 2;            ///< --streams: Executor::setMaxStreams
+  bool separateWeights = false; ///< --separate-weights
 };
 
 int usage() {
@@ -108,6 +109,9 @@ int usage() {
                "  --streams N  (cuda) spread independent instructions over "
                "at most N streams (default 2; 1: program order on one "
                "stream)\n"
+               "  --separate-weights  allocate each weight on its own (default: "
+               "all back to back in one allocation, so fused weights are read "
+               "in place)\n"
                "  (see docs/mla-run.md)\n");
   return 2;
 }
@@ -166,6 +170,8 @@ bool parseOptions(int argc, char **argv, Options &o) {
       o.sharedPrefix = std::atoll(v);
     else if (a == "--dummy-slots")
       o.dummySlots = true;
+    else if (a == "--separate-weights")
+      o.separateWeights = true;
     else if (!a.empty() && a[0] != '-' && o.artifact.empty())
       o.artifact = a;
     else
@@ -192,6 +198,7 @@ HarnessOptions harnessOptions(const Options &o) {
   h.inputs = o.inputs;
   h.sharedPrefix = o.sharedPrefix;
   h.dummySlots = o.dummySlots;
+  h.separateWeights = o.separateWeights;
   return h;
 }
 
@@ -203,8 +210,8 @@ int fail(const std::string &what, const Status &status) {
 
 /// Reads an output to host floats.
 StatusOr<std::vector<float>> readOutput(Device &device, const DeviceTensor &t) {
-  std::vector<uint8_t> bytes(t.buffer.size());
-  MLART_RETURN_IF_ERROR(device.copyDeviceToHost(bytes.data(), t.buffer.data(),
+  std::vector<uint8_t> bytes(t.bytes());
+  MLART_RETURN_IF_ERROR(device.copyDeviceToHost(bytes.data(), t.data,
                                                 bytes.size()));
   std::vector<float> values(size_t(t.decl.numElements()));
   for (size_t i = 0; i < values.size(); ++i)
@@ -538,6 +545,14 @@ int main(int argc, char **argv) {
                                std::chrono::steady_clock::now() - start)
                                .count();
     (replay ? graphSeconds : stepSeconds).push_back(seconds);
+    if (step == 0 && !executor.value().artifact().prepareInstructions().empty())
+      std::printf("prepared weights: %s\n",
+                  executor.value().preparedArenaBytes() == 0
+                      ? "read in place (bound back to back, no copy)"
+                      : ("copied once (" +
+                         std::to_string(executor.value().preparedArenaBytes()) +
+                         " bytes)")
+                            .c_str());
     if (replay)
       if (Status s = device->checkErrors(stream); !s.ok())
         return fail("step " + std::to_string(step) + " (graph replay)", s);
@@ -562,7 +577,7 @@ int main(int argc, char **argv) {
       // Poison again so an output the reference fails to write shows up.
       for (auto &[name, t] : harness.tensors())
         if (t.decl.role == BufferRole::Output)
-          if (Status s = device->memset(t.buffer.data(), 0xff, t.buffer.size());
+          if (Status s = device->memset(t.data, 0xff, t.bytes());
               !s.ok())
             return fail("poisoning " + name, s);
       if (Status s = reference->run(); !s.ok())
