@@ -65,7 +65,10 @@ Status Harness::allocateTensors(const Artifact &artifact) {
     if (poolOffset[i] >= 0) {
       t.data = static_cast<uint8_t *>(weightPool_.data()) + poolOffset[i];
     } else {
-      MLART_ASSIGN_OR_RETURN(t.owned, device_.allocate(t.host.size()));
+      // Separate weights get a gap after them, so that two of them are
+      // never back to back by chance (an allocator may place them so).
+      const size_t gap = decl.role == BufferRole::Weight ? kAlign : 0;
+      MLART_ASSIGN_OR_RETURN(t.owned, device_.allocate(t.host.size() + gap));
       t.data = t.owned.data();
     }
     tensors_.emplace(decl.name, std::move(t));

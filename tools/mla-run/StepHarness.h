@@ -46,9 +46,10 @@ struct HarnessOptions {
   std::vector<std::pair<std::string, std::string>> inputs;
   int64_t sharedPrefix = 0; ///< common prompt tokens of all requests
   bool dummySlots = false;  ///< every step's slot_mapping is -1
-  /// Each weight in its own allocation (--separate-weights) instead of all
-  /// weights back to back in one, in declaration order, as an engine keeps
-  /// them (which lets the executor read fused weights in place).
+  /// Each weight in its own allocation, never back to back with another
+  /// (--separate-weights), instead of all weights back to back in one, in
+  /// declaration order, as an engine keeps them (which lets the executor
+  /// read fused weights in place).
   bool separateWeights = false;
 };
 
