@@ -291,9 +291,9 @@ Status Executor::preparePlan() {
   for (const KVCacheRef &c : caches_)
     key.push_back(c.data);
   key.push_back(reinterpret_cast<const void *>(uintptr_t(streams)));
-  // Where the prepared views live (caller memory or the prepared arena).
+  // Where the prepared views live (caller memory or the prepared arena);
+  // it changes only with the weight addresses, which the key holds.
   MLART_RETURN_IF_ERROR(layoutPrepared());
-  key.push_back(reinterpret_cast<const void *>(uintptr_t(preparedLayoutId_)));
   const size_t n = artifact_.instructions().size();
   if (key == planKey_ && plan_.stream.size() == n)
     return Status::success();
@@ -396,7 +396,7 @@ Status Executor::prepare(StreamHandle stream) {
       return failedPrecondition("prepare: weight '" +
                                 artifact_.buffers()[i].name +
                                 "' is not bound");
-  preparedFrom_.clear();
+  preparedFilled_ = false;
   MLART_RETURN_IF_ERROR(layoutPrepared());
   for (size_t i = 0; i < program.size(); ++i) {
     const Instruction &inst = program[i];
@@ -412,15 +412,14 @@ Status Executor::prepare(StreamHandle stream) {
                                        : " (" + inst.location + ")") +
                                   ": " + s.message());
   }
-  preparedFrom_ = weightAddresses();
+  preparedFilled_ = true;
   return Status::success();
 }
 
 Status Executor::layoutPrepared() {
   if (artifact_.prepareInstructions().empty())
     return Status::success();
-  std::vector<void *> weights = weightAddresses();
-  if (!preparedViewBase_.empty() && preparedLayoutFrom_ == weights)
+  if (!preparedViewBase_.empty() && weightsStillAt(preparedLayoutFrom_))
     return Status::success();
   PreparedAliases aliases = planPreparedAliases(artifact_, bufferData_);
   if (aliases.needsArena && prepared_.empty()) {
@@ -437,26 +436,33 @@ Status Executor::layoutPrepared() {
     preparedViewBase_ = std::move(aliases.viewBase);
   }
   preparedCopyNeeded_ = std::move(aliases.copyNeeded);
-  preparedLayoutFrom_ = std::move(weights);
-  ++preparedLayoutId_;
+  preparedLayoutFrom_.clear();
+  for (size_t i = 0; i < bufferData_.size(); ++i)
+    if (artifact_.buffers()[i].role == BufferRole::Weight)
+      preparedLayoutFrom_.push_back(bufferData_[i]);
   // Aliased bytes need no copy, but the others must be copied again.
-  preparedFrom_.clear();
+  preparedFilled_ = false;
   return Status::success();
 }
 
-std::vector<void *> Executor::weightAddresses() const {
-  std::vector<void *> addresses;
-  for (size_t i = 0; i < bufferData_.size(); ++i)
-    if (artifact_.buffers()[i].role == BufferRole::Weight)
-      addresses.push_back(bufferData_[i]);
-  return addresses;
+bool Executor::weightsStillAt(const std::vector<void *> &addresses) const {
+  // Called on every run: compares in place, allocates nothing.
+  size_t k = 0;
+  for (size_t i = 0; i < bufferData_.size(); ++i) {
+    if (artifact_.buffers()[i].role != BufferRole::Weight)
+      continue;
+    if (k == addresses.size() || addresses[k] != bufferData_[i])
+      return false;
+    ++k;
+  }
+  return k == addresses.size();
 }
 
 Status Executor::prepareIfStale(StreamHandle stream) {
   // Activations and step data are rebound every step; only weights feed
   // the prepare program.
   if (artifact_.prepareInstructions().empty() ||
-      preparedFrom_ == weightAddresses())
+      (preparedFilled_ && weightsStillAt(preparedLayoutFrom_)))
     return Status::success();
   return prepare(stream);
 }

@@ -186,8 +186,9 @@ private:
   /// prepare() unless the prepared arena already holds what the bound
   /// weights give.
   Status prepareIfStale(StreamHandle stream);
-  /// The bound address of every Weight buffer, in declaration order.
-  std::vector<void *> weightAddresses() const;
+  /// Whether the Weight buffers are bound at `addresses` (in declaration
+  /// order).
+  bool weightsStillAt(const std::vector<void *> &addresses) const;
   /// Instruction `i` of the program on `stream`.
   Status runInstruction(size_t i, StreamHandle stream);
   /// The arguments of linear instruction `i` at the current bindings.
@@ -220,18 +221,16 @@ private:
   Artifact artifact_;
   Device *device_;
   Buffer arena_;
-  /// The prepared arena (empty while unneeded), and the weight addresses
-  /// it was last filled from (empty: never filled).
+  /// The prepared arena (empty while unneeded).
   Buffer prepared_;
-  std::vector<void *> preparedFrom_;
   /// layoutPrepared()'s result: per view, the caller address a prepared
   /// view's run maps to (null: the arena); per prepare instruction whether
-  /// it copies; the weight addresses it was made for; a counter the stream
-  /// plan's key includes.
+  /// it copies; the weight addresses it was made for.
   std::vector<void *> preparedViewBase_;
   std::vector<bool> preparedCopyNeeded_;
   std::vector<void *> preparedLayoutFrom_;
-  uint64_t preparedLayoutId_ = 0;
+  /// Whether prepare() filled the arena for the current layout.
+  bool preparedFilled_ = false;
   std::vector<void *> bufferData_;
   std::vector<KVCacheRef> caches_;
   std::vector<bool> cacheBound_;
