@@ -775,7 +775,7 @@ int main(int argc, char **argv) {
     }
     loadedSteps.emplace_back(path, std::move(step).value());
   }
-  // The same steps with each linear's cuBLASLt algorithm chosen by
+  // The same steps with each GEMM's cuBLASLt algorithm chosen by
   // replaying the step (Executor::tuneGraph), after every untuned row: the
   // choice holds for the rest of the process.
   for (auto &[path, step] : loadedSteps) {

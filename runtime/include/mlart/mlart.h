@@ -504,11 +504,11 @@ mlart_status mlart_executor_capture_graph(mlart_executor *executor,
  *  nothing written). FailedPrecondition when no graph was captured. */
 mlart_status mlart_executor_run_graph(mlart_executor *executor,
                                       mlart_stream *stream);
-/** Chooses each linear's GEMM algorithm by replaying the whole step with
- *  every candidate, `replays` replays each (0: 20), and leaves the step
+/** Chooses each GEMM's algorithm (linear, q_absorb, v_up) by replaying
+ *  the whole step with every candidate, `replays` replays each (0: 20), and leaves the step
  *  captured with the choices (Executor::tuneGraph). The replays write the
  *  bound step's cache slots, as mlart_executor_run_graph does. When
- *  `out_num_tuned` is not NULL it receives how many linear shapes were
+ *  `out_num_tuned` is not NULL it receives how many GEMM shapes were
  *  tuned (0: nothing to choose, and no capture was made). */
 mlart_status mlart_executor_tune_graph(mlart_executor *executor,
                                        mlart_stream *stream, int replays,

@@ -143,7 +143,7 @@ Status perHead(CudaContext &ctx, const TensorRef &x, const char *xName,
   StatusOr<bool> skinny = skinnyPerHead(ctx, x, w, out, staticWeight, stream);
   if (!skinny.ok() || *skinny)
     return skinny.status();
-  if (ltForPlainLinear())
+  if (ltForPlainGemms())
     return ctx.blasLt->perHead(stream, x, w, out);
   const int64_t B = x.sizes[0], H = x.sizes[1], K = x.sizes[2],
                 N = w.sizes[2];
@@ -174,7 +174,7 @@ Status vUp(CudaContext &ctx, const VUpArgs &a, cudaStream_t s) {
 /// Past the skinny kernel, linear's route: cuBLASLt for the residual in the
 /// epilogue (D = A B + C with C != D) and, by default, for plain linears.
 static bool cublasLtRuns(const LinearArgs &a) {
-  return a.addend.present() || ltForPlainLinear();
+  return a.addend.present() || ltForPlainGemms();
 }
 
 /// Whether linear hands `a` to cuBLASLt (the dispatch of linear below).
@@ -213,7 +213,7 @@ static StatusOr<bool> perHeadUsesLt(CudaContext &ctx, const PerHeadGemmArgs &a) 
   MLART_RETURN_IF_ERROR(checkPerHead(a.x, "x", a.w, "w", a.out, "per-head GEMM"));
   if (skinnyPerHeadPlan(a.x, a.w, a.out, ctx.smCount))
     return false;
-  return ltForPlainLinear();
+  return ltForPlainGemms();
 }
 
 StatusOr<int> perHeadAlgorithmCount(CudaContext &ctx,

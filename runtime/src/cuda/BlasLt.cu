@@ -61,7 +61,7 @@ std::atomic<uint64_t> gPlans{0}, gAutotunes{0}, gLaunches{0};
 
 } // namespace
 
-bool ltForPlainLinear() { return knobValue(Knob::GemmLt) == 1; }
+bool ltForPlainGemms() { return knobValue(Knob::GemmLt) == 1; }
 bool gemmAutotuneEnabled() { return knobValue(Knob::GemmAutotune) == 1; }
 
 BlasLt::~BlasLt() {

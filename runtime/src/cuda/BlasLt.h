@@ -40,8 +40,9 @@
 
 namespace mlart::cuda {
 
-/// MLART_GEMM_LT: route plain linears through cuBLASLt.
-bool ltForPlainLinear();
+/// MLART_GEMM_LT: route plain linears and the per-head products (q_absorb,
+/// v_up) through cuBLASLt.
+bool ltForPlainGemms();
 /// MLART_GEMM_AUTOTUNE: time the top heuristic algorithms once per shape.
 bool gemmAutotuneEnabled();
 

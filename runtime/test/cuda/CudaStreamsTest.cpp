@@ -208,7 +208,7 @@ TEST(CudaStreams, TwoStreamsMatchOneStreamBitForBit) {
   EXPECT_EQ(cacheBytes(*rig.cache2), before);
 }
 
-// tuneGraph picks each linear's cuBLASLt algorithm by replaying the whole
+// tuneGraph picks each GEMM's cuBLASLt algorithm by replaying the whole
 // two-stream step; the choice then holds for every call of that shape, so
 // the tuned graph and an eager one-stream run of the same shapes agree bit
 // for bit, over fresh steps. A choice outside the candidates is refused.
