@@ -216,6 +216,16 @@ TensorRef ViewDecl::resolve(void *baseAddress) const {
   return t;
 }
 
+std::pair<int64_t, int64_t> ViewDecl::byteExtent() const {
+  int64_t last = 0;
+  for (int d = 0; d < rank; ++d) {
+    if (sizes[d] == 0)
+      return {byteOffset, byteOffset};
+    last += (sizes[d] - 1) * strides[d];
+  }
+  return {byteOffset, byteOffset + (last + 1) * int64_t(dtypeSize(dtype))};
+}
+
 int Artifact::findBuffer(const std::string &name) const {
   for (size_t i = 0; i < buffers_.size(); ++i)
     if (buffers_[i].name == name)

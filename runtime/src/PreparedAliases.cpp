@@ -37,18 +37,6 @@ bool intersects(int64_t a0, int64_t a1, int64_t b0, int64_t b1) {
   return a0 < b1 && b0 < a1;
 }
 
-/// The prepared bytes view `v` touches, as [begin, end).
-std::pair<int64_t, int64_t> extent(const ViewDecl &v) {
-  int64_t last = 0;
-  for (int d = 0; d < v.rank; ++d) {
-    if (v.sizes[d] == 0)
-      return {v.byteOffset, v.byteOffset};
-    last += (v.sizes[d] - 1) * v.strides[d];
-  }
-  return {v.byteOffset,
-          v.byteOffset + (last + 1) * int64_t(dtypeSize(v.dtype))};
-}
-
 } // namespace
 
 PreparedAliases planPreparedAliases(const Artifact &artifact,
@@ -97,7 +85,7 @@ PreparedAliases planPreparedAliases(const Artifact &artifact,
     for (size_t i = 0; i < program.size() && r.aliased; ++i) {
       if (std::find(r.copies.begin(), r.copies.end(), i) != r.copies.end())
         continue;
-      auto [b, e] = extent(views[program[i].operands[1]]);
+      auto [b, e] = views[program[i].operands[1]].byteExtent();
       if (intersects(b, e, r.begin, r.end))
         r.aliased = false;
     }
@@ -106,7 +94,7 @@ PreparedAliases planPreparedAliases(const Artifact &artifact,
         break;
       if (v.base != ViewBase::Prepared)
         continue;
-      auto [b, e] = extent(v);
+      auto [b, e] = v.byteExtent();
       if (intersects(b, e, r.begin, r.end) && (b < r.begin || e > r.end))
         r.aliased = false;
     }
@@ -120,7 +108,7 @@ PreparedAliases planPreparedAliases(const Artifact &artifact,
     for (size_t v = 0; v < views.size(); ++v) {
       if (views[v].base != ViewBase::Prepared)
         continue;
-      auto [b, e] = extent(views[v]);
+      auto [b, e] = views[v].byteExtent();
       if (b >= r.begin && e <= r.end && b < e)
         out.viewBase[v] =
             reinterpret_cast<void *>(r.source - uintptr_t(r.begin));

@@ -568,18 +568,8 @@ bool Translator::mayOverlap(unsigned a, unsigned b) const {
                                             : x.decl.baseIndex !=
                                                   y.decl.baseIndex)
     return false;
-  auto range = [](const mlart::ViewDecl &d) -> std::pair<int64_t, int64_t> {
-    int64_t last = 0;
-    for (int i = 0; i < d.rank; ++i) {
-      if (d.sizes[i] == 0)
-        return {0, 0};
-      last += (d.sizes[i] - 1) * d.strides[i];
-    }
-    int64_t bytes = int64_t(mlart::dtypeSize(d.dtype));
-    return {d.byteOffset, d.byteOffset + (last + 1) * bytes};
-  };
-  auto [x0, x1] = range(x.decl);
-  auto [y0, y1] = range(y.decl);
+  auto [x0, x1] = x.decl.byteExtent();
+  auto [y0, y1] = y.decl.byteExtent();
   return x0 < x1 && y0 < y1 && x0 < y1 && y0 < x1 &&
          !rowWindowsDisjoint(x.decl, y.decl);
 }

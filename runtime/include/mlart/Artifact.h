@@ -23,6 +23,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace mlart {
@@ -108,6 +109,9 @@ struct ViewDecl {
 
   /// The TensorRef of this view when its base starts at `baseAddress`.
   TensorRef resolve(void *baseAddress) const;
+  /// The bytes [first, end) of its base the view spans (from the first to
+  /// past the last element it reaches); empty when a size is 0.
+  std::pair<int64_t, int64_t> byteExtent() const;
 };
 
 /// One step of the program. Operand slots hold view indices (kNoIndex for
