@@ -1,6 +1,6 @@
 //===- CApiExecutorTest.cpp - Artifacts and the executor through mlart.h --===//
 #include "CApiTestUtil.h"
-#include "mlart/ArtifactWriter.h"
+#include "PreparedTestUtil.h"
 #include "mlart/mlart.h"
 
 #include <gtest/gtest.h>
@@ -234,18 +234,8 @@ TEST(CApiExecutor, BadArtifactsAndArguments) {
 // weights concatenated once by mlart_executor_prepare (or the first run).
 TEST(CApiExecutor, PrepareConcatenatesTheWeightsOnce) {
   constexpr int64_t T = 2, K = 4, N1 = 2, N2 = 1, N = N1 + N2;
-  ArtifactWriter w("prepared");
-  const uint32_t x = w.addBuffer("x", BufferRole::Input, DType::F32, {T, K});
-  const uint32_t w1 = w.addBuffer("w1", BufferRole::Weight, DType::F32, {N1, K});
-  const uint32_t w2 = w.addBuffer("w2", BufferRole::Weight, DType::F32, {N2, K});
-  const uint32_t y = w.addBuffer("y", BufferRole::Output, DType::F32, {T, N});
-  const int64_t p = w.allocatePrepared(N * K * 4);
-  w.prepareCopy(w.bufferView(w1), w.preparedView(p, DType::F32, {N1, K}));
-  w.prepareCopy(w.bufferView(w2),
-                w.preparedView(p + N1 * K * 4, DType::F32, {N2, K}));
-  w.linear(w.bufferView(x), w.preparedView(p, DType::F32, {N, K}),
-           w.bufferView(y));
-  StatusOr<std::vector<uint8_t>> bytes = w.finish();
+  StatusOr<std::vector<uint8_t>> bytes =
+      test::fusedProjectionBytes(DType::F32, T, K, N1, N2);
   ASSERT_TRUE(bytes.ok()) << bytes.status().toString();
 
   mlart_device *dev = nullptr;

@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "CudaTestUtil.h"
+#include "PreparedTestUtil.h"
 
 #include "mlart/ArtifactWriter.h"
 #include "mlart/Executor.h"
@@ -23,19 +24,8 @@ constexpr int64_t T = 64, K = 2048, N1 = 3072, N2 = 576, N = N1 + N2;
 
 /// y = x @ [w_q; w_kv]^T through one linear over the prepared concat.
 Artifact fusedProjection() {
-  ArtifactWriter w("fused_projection");
-  const uint32_t x = w.addBuffer("x", BufferRole::Input, DType::BF16, {T, K});
-  const uint32_t wq = w.addBuffer("w_q", BufferRole::Weight, DType::BF16, {N1, K});
-  const uint32_t wkv =
-      w.addBuffer("w_kv", BufferRole::Weight, DType::BF16, {N2, K});
-  const uint32_t y = w.addBuffer("y", BufferRole::Output, DType::BF16, {T, N});
-  const int64_t p = w.allocatePrepared(N * K * 2);
-  w.prepareCopy(w.bufferView(wq), w.preparedView(p, DType::BF16, {N1, K}));
-  w.prepareCopy(w.bufferView(wkv),
-                w.preparedView(p + N1 * K * 2, DType::BF16, {N2, K}));
-  w.linear(w.bufferView(x), w.preparedView(p, DType::BF16, {N, K}),
-           w.bufferView(y));
-  StatusOr<std::vector<uint8_t>> bytes = w.finish();
+  StatusOr<std::vector<uint8_t>> bytes =
+      test::fusedProjectionBytes(DType::BF16, T, K, N1, N2, "w_q", "w_kv");
   EXPECT_TRUE(bytes.ok()) << bytes.status().toString();
   StatusOr<Artifact> a = Artifact::load(bytes->data(), bytes->size());
   EXPECT_TRUE(a.ok()) << a.status().toString();
