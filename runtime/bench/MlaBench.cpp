@@ -199,10 +199,11 @@ struct BenchDecode {
   static constexpr int64_t bs = 64;
   Buffer cacheBuf, table, lens, q, out, lse;
   KVCacheRef cache;
+  double tokens; ///< all sequences' lengths: B * L unless setLengths
 
   BenchDecode(int64_t B, int64_t H, int64_t L, int64_t perSeq,
               std::mt19937 &rng)
-      : B(B), H(H), L(L), perSeq(perSeq) {
+      : B(B), H(H), L(L), perSeq(perSeq), tokens(double(B) * double(L)) {
     const int64_t numBlocks = B * perSeq + 1;
     cache.desc.numBlocks = numBlocks;
     cache.desc.blockSize = bs;
@@ -216,6 +217,13 @@ struct BenchDecode {
     q = randomBf16(size_t(B * H * 576), rng);
     out = alloc(size_t(B * H * 512 * 2));
     lse = alloc(size_t(B * H * 4));
+  }
+  /// Mixed lengths (each <= perSeq * bs) instead of L for every sequence.
+  void setLengths(const std::vector<int32_t> &lengths) {
+    lens = upload(lengths);
+    tokens = 0;
+    for (int32_t n : lengths)
+      tokens += n;
   }
   /// The compiled step's shape: B=64, H=16, L=4096, 65 blocks a sequence.
   static BenchDecode stepShape(std::mt19937 &rng) {
@@ -236,9 +244,9 @@ struct BenchDecode {
   }
   /// Bytes and FLOPs as FlashMLA counts them.
   double bytes() const {
-    return double(B) * L * 1152 + double(B) * H * (576 + 512) * 2;
+    return tokens * 1152 + double(B) * H * (576 + 512) * 2;
   }
-  double flops() const { return 2.0 * B * H * L * (576 + 512); }
+  double flops() const { return 2.0 * H * tokens * (576 + 512); }
 };
 
 /// --decode-trace: the 16-head decode kernel's per-CTA timeline
@@ -1042,6 +1050,52 @@ int main(int argc, char **argv) {
       double ms = graphMs(fn, 10, 10);
       add("decode step-shape", "B=64 L=4096 s=" + std::to_string(splits), ms,
           d.bytes(), d.flops(), call);
+    }
+  }
+
+  // The 16-head decode's two schedules (MLART_DECODE_BALANCE, forced per
+  // row): the step shape, and mixed lengths, where the per-sequence split
+  // count (chosen from the table width) leaves SMs idle behind the longest
+  // sequences and the balanced schedule cuts all tiles evenly.
+  if (!cacheOnly) {
+    struct Mix {
+      const char *name;
+      int64_t B, maxLen;
+      std::function<int32_t(int64_t b)> len;
+    };
+    std::mt19937 lenRng(7);
+    std::vector<int32_t> uniform(256);
+    for (auto &n : uniform)
+      n = int32_t(1 + lenRng() % 8192);
+    const Mix mixes[] = {
+        {"B=64 L=4096", 64, 4096, [](int64_t) { return 4096; }},
+        {"B=64 L~U[1,8192]", 64, 8192,
+         [&](int64_t b) { return uniform[size_t(b)]; }},
+        {"B=128 L~U[1,8192]", 128, 8192,
+         [&](int64_t b) { return uniform[size_t(b)]; }},
+        {"B=64 8x8192+56x1024", 64, 8192,
+         [](int64_t b) { return b % 8 == 0 ? 8192 : 1024; }},
+        {"B=4 L=8192", 4, 8192, [](int64_t) { return 8192; }},
+    };
+    for (const Mix &m : mixes) {
+      BenchDecode d(m.B, 16, m.maxLen, m.maxLen / BenchDecode::bs + 1, rng);
+      std::vector<int32_t> lengths(size_t(m.B));
+      for (int64_t b = 0; b < m.B; ++b)
+        lengths[size_t(b)] = m.len(b);
+      d.setLengths(lengths);
+      const DecodeAttentionArgs a = d.args(0);
+      for (int balanced : {0, 1}) {
+        const bool previous = cuda::setDecodeBalanced(balanced != 0);
+        auto fn = [&] { CHECK(k.decodeAttention(a, gStream)); };
+        double call = timeMs(fn, 20);
+        double ms = graphMs(fn, 10, 10);
+        if (std::isnan(ms))
+          ms = call;
+        add(std::string("decode H=16 ") +
+                (balanced ? "[balanced]" : "[per-seq splits]"),
+            m.name, ms, d.bytes(), d.flops(), call);
+        cuda::setDecodeBalanced(previous);
+      }
     }
   }
 

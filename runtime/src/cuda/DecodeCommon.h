@@ -9,6 +9,7 @@
 #define MLART_CUDA_DECODECOMMON_H
 
 #include "cuda/CudaCommon.h"
+#include "cuda/DecodeSchedule.h"
 #include "mlart/StatusOr.h"
 
 #include <algorithm>
@@ -116,6 +117,11 @@ struct DecodeParams : DecodeIo {
   /// The cluster merge's barriers: 0 cooperative_groups' cluster.sync(),
   /// 1 a cluster-scope fence and relaxed arrives (MLART_DECODE_BARRIER).
   int relaxedBarrier;
+  /// The balanced schedule (DecodeSchedule.h, 16-head kernel): work items
+  /// (head groups x sequences), the batch, one merge record per CTA; the
+  /// pieces go to partOut [2 x CTAs][16][512] and partLse [2 x CTAs][16].
+  int items, batch;
+  BalancedMerge *merges;
   /// Optional per-CTA timeline of the 16-head kernel (setDecodeTraceBuffer):
   /// kDecodeTraceFields values per CTA, null when not tracing.
   unsigned long long *trace;
@@ -154,6 +160,12 @@ bool setDecodeClusterMerge(bool on);
 /// How many decode launches merged inside a cluster so far (tests check
 /// that the path they mean to cover was taken).
 uint64_t decodeClusterLaunchCount();
+/// Whether the 16-head decode (no forced split count) takes the balanced
+/// schedule (DecodeSchedule.h). Starts from MLART_DECODE_BALANCE; tests flip
+/// it here. Returns the previous setting.
+bool setDecodeBalanced(bool on);
+/// How many decode launches took the balanced schedule so far.
+uint64_t decodeBalancedLaunchCount();
 /// cudaOccupancyMaxActiveClusters of the 16-head kernel on the current
 /// device for clusters of `size` (1..kMaxClusterSplits) CTAs: how many CTAs
 /// (x size) one wave holds with the cluster merge.

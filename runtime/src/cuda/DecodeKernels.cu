@@ -71,6 +71,13 @@ __device__ __forceinline__ float warpSum(float v) {
   return v;
 }
 
+__device__ __forceinline__ float warpMax(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1)
+    v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+
 // --- Fast path: tensor-core split-KV decode. ---------------------------------
 constexpr int kHeads = 16, kThreadsTc = 128;
 constexpr int kRowEl = kD + 8; // padded smem row (1168 bytes): no bank conflicts
@@ -288,29 +295,52 @@ clusterMergeEpilogue(const DecodeParams &p, const float (&o)[16][4],
     cluster.sync();
 }
 
-template <bool kSplitK>
-__global__ void __launch_bounds__(kThreadsTc, 1)
-    decodeTcKernel(DecodeParams p) {
-  traceMark(p, kTraceEntry);
-  pdlPrologue();
-  traceMark(p, kTraceWaited);
-  extern __shared__ __align__(16) uint8_t smem[];
-  uint16_t *Qs = reinterpret_cast<uint16_t *>(smem);
-  uint16_t *Ks = Qs + kHeads * kRowEl;
-  uint16_t *Ps = Ks + 2 * kTile * kRowEl;
-  float *redMax = reinterpret_cast<float *>(Ps + kHeads * kPRow);
-  float *redSum = redMax + 4 * kHeads;
-  float *Sred = redSum + 4 * kHeads; // [4 warps][16][kSRow] partial scores
-  uint32_t qf[kKSteps][4];           // this warp's Q fragments
+/// Shared memory of the 16-head kernel (kSmemTc bytes), carved once.
+struct TcSmem {
+  uint16_t *Qs, *Ks, *Ps;
+  float *redMax, *redSum, *Sred; // Sred: [4 warps][16][kSRow] partial scores
+  __device__ __forceinline__ explicit TcSmem(uint8_t *smem) {
+    Qs = reinterpret_cast<uint16_t *>(smem);
+    Ks = Qs + kHeads * kRowEl;
+    Ps = Ks + 2 * kTile * kRowEl;
+    redMax = reinterpret_cast<float *>(Ps + kHeads * kPRow);
+    redSum = redMax + 4 * kHeads;
+    Sred = redSum + 4 * kHeads;
+  }
+};
 
-  const int split = blockIdx.x, b = blockIdx.y, h0 = blockIdx.z * kHeads;
+/// The running softmax state of one (sequence, 16 heads) piece: this
+/// thread's O fragments (warp w owns channels 128w..128w+127), the row
+/// maxima and sums (rows g and g + 8) in the log2 domain.
+struct TcAccum {
+  float o[16][4];
+  float m[2], l[2];
+};
+
+/// KV tiles [t0, t1) of the 16 heads at h0 of sequence b (len tokens).
+struct TilePiece {
+  int b, h0, len, t0, t1;
+};
+
+/// Attends `cur`: loads Q and streams the tiles through the double buffer,
+/// leaving the unnormalised result in `acc`. Every thread calls it; it ends
+/// with no copy in flight and shared memory free for the caller. (Issuing
+/// the balanced kernel's next piece during the last tile was measured
+/// slower: docs/performance.md, session 12.)
+template <bool kSplitK>
+__device__ __forceinline__ void attendTiles(const DecodeParams &p,
+                                            const TcSmem &sm,
+                                            const TilePiece &cur,
+                                            TcAccum &acc) {
+  const int b = cur.b, h0 = cur.h0, len = cur.len, t0 = cur.t0, t1 = cur.t1;
+  uint16_t *const Qs = sm.Qs, *const Ks = sm.Ks, *const Ps = sm.Ps;
+  float *const redMax = sm.redMax, *const redSum = sm.redSum,
+               *const Sred = sm.Sred;
+  float(&o)[16][4] = acc.o;
+  float(&m)[2] = acc.m;
+  float(&l)[2] = acc.l;
+  uint32_t qf[kKSteps][4]; // this warp's Q fragments
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const int lenRaw = seqLenChecked(p, b);
-  const int len = lenRaw < 0 ? 0 : lenRaw;
-  const int tiles = (len + kTile - 1) / kTile;
-  const int perSplit = (tiles + p.splits - 1) / p.splits;
-  const int t0 = split * perSplit;
-  const int t1 = min(tiles, t0 + perSplit);
 
   // Warp w copies rows 16w..16w+15 of a tile: lane (l & 15) resolves the
   // page of one row (block sizes are powers of two: shifts, no division),
@@ -323,16 +353,16 @@ __global__ void __launch_bounds__(kThreadsTc, 1)
   uint64_t evictFirst;
   asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;"
                : "=l"(evictFirst));
-  auto loadTile = [&](int tile, int buf) {
+  auto loadTile = [&](int seq, int seqLen, int tile, int buf) {
     uint16_t *dst = Ks + buf * kTile * kRowEl + warp * 16 * kRowEl;
     const int pos = tile * kTile + warp * 16 + (lane & 15);
     const uint8_t *myRow = nullptr;
-    if (pos < len) {
-      const int64_t id = p.c.table[b * p.c.tableS0 + int64_t(pos >> p.bsLog2) * p.c.tableS1];
+    if (pos < seqLen) {
+      const int64_t id = p.c.table[seq * p.c.tableS0 + int64_t(pos >> p.bsLog2) * p.c.tableS1];
       if (id >= 0 && id < p.c.numBlocks)
         myRow = p.c.data + ((id << p.bsLog2) + (pos & (p.c.blockSize - 1))) * int64_t(kD * 2);
       else if (lane < 16)
-        atomicMin(&p.rec->badSeqIndex, b);
+        atomicMin(&p.rec->badSeqIndex, seq);
     }
 #pragma unroll 4
     for (int rr = 0; rr < 16; ++rr) {
@@ -349,28 +379,31 @@ __global__ void __launch_bounds__(kThreadsTc, 1)
     }
   };
 
-  if (t0 < t1) {
-    // Q (16 heads x 576) joins the first tile's copy group.
+  // Q (16 heads x 576) joins the first tile's copy group.
+  auto loadQ = [&](int seq, int head0) {
     for (int c = tid; c < kHeads * kChunksPerRow; c += kThreadsTc) {
       const int h = c / kChunksPerRow, ch = c % kChunksPerRow;
       cpAsync16(Qs + h * kRowEl + ch * 8,
-                p.q + b * p.qS0 + (h0 + h) * p.qS1 + ch * 8, true);
+                p.q + seq * p.qS0 + (head0 + h) * p.qS1 + ch * 8, true);
     }
-    loadTile(t0, 0);
+  };
+  if (t0 < t1) {
+    loadQ(b, h0);
+    loadTile(b, len, t0, 0);
   }
   cpCommit();
 
-  float o[16][4];
 #pragma unroll
   for (int i = 0; i < 16; ++i)
     o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
-  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+  m[0] = m[1] = -INFINITY;
+  l[0] = l[1] = 0.0f;
   const int g = lane >> 2, q4 = lane & 3;
 
   for (int tile = t0; tile < t1; ++tile) {
     const int buf = (tile - t0) & 1;
     if (tile + 1 < t1)
-      loadTile(tile + 1, buf ^ 1);
+      loadTile(b, len, tile + 1, buf ^ 1);
     cpCommit();
     cpWait<1>();
     __syncthreads();
@@ -552,76 +585,361 @@ __global__ void __launch_bounds__(kThreadsTc, 1)
     __syncthreads(); // the next iteration overwrites this buffer and P
   }
   cpWait<0>();
-  traceMark(p, kTraceLoopEnd);
+}
 
-  // Epilogue: normalised output (or partial) and LSE.
-  float inv[2], lseV[2];
+/// Normalises this thread's O fragments of heads h0..h0+15 and stores
+/// them as the output of sequence b.
+__device__ __forceinline__ void storeFinal(const DecodeParams &p,
+                                           const float (&o)[16][4],
+                                           const float (&inv)[2], int b,
+                                           int h0) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int g = lane >> 2, q4 = lane & 3;
+  withOutputType(p, [&](auto bf16) {
 #pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    inv[r] = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
-    lseV[r] = l[r] > 0.0f ? m[r] * kLn2 + logf(l[r]) : -INFINITY;
-  }
-  if (p.trace && threadIdx.x == 0) {
-    // Thread 0's accumulators read back: its last MMAs have completed.
-    float z = 0.0f;
+    for (int i = 0; i < 16; ++i) {
+      const int col = warp * 128 + i * 8 + q4 * 2;
 #pragma unroll
-    for (int i = 0; i < 16; ++i)
-      z += o[i][0] + o[i][1] + o[i][2] + o[i][3];
-    if (z == 1.5e38f) // never; keeps the sum
-      p.trace[kDecodeTraceFields - 1] = 0;
-    traceMark(p, kTraceDrained);
-  }
-  const int H = p.heads;
-  if (p.splits == 1) {
-    withOutputType(p, [&](auto bf16) {
-#pragma unroll
-      for (int i = 0; i < 16; ++i) {
-        const int col = warp * 128 + i * 8 + q4 * 2;
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-          const int h = h0 + g + 8 * r;
-          storeOutPair<decltype(bf16)::value>(p, b * p.oS0 + h * p.oS1 + col,
-                                              o[i][2 * r] * inv[r],
-                                              o[i][2 * r + 1] * inv[r]);
-        }
+      for (int r = 0; r < 2; ++r) {
+        const int h = h0 + g + 8 * r;
+        storeOutPair<decltype(bf16)::value>(p, b * p.oS0 + h * p.oS1 + col,
+                                            o[i][2 * r] * inv[r],
+                                            o[i][2 * r + 1] * inv[r]);
       }
-    });
-    traceMark(p, kTraceStored);
-    traceMark(p, kTraceSynced);
-    if (p.lse && q4 == 0 && warp == 0) {
-      p.lse[b * p.lS0 + (h0 + g) * p.lS1] = lseV[0];
-      p.lse[b * p.lS0 + (h0 + g + 8) * p.lS1] = lseV[1];
     }
-    traceMark(p, kTraceExit);
-    return;
+  });
+}
+
+/// The LSEs of heads h0..h0+15 of sequence b (when asked for).
+__device__ __forceinline__ void storeFinalLse(const DecodeParams &p,
+                                              const float (&lseV)[2], int b,
+                                              int h0) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int g = lane >> 2, q4 = lane & 3;
+  if (p.lse && q4 == 0 && warp == 0) {
+    p.lse[b * p.lS0 + (h0 + g) * p.lS1] = lseV[0];
+    p.lse[b * p.lS0 + (h0 + g + 8) * p.lS1] = lseV[1];
   }
-  if (p.clusterMerge) {
-    clusterMergeEpilogue(p, o, inv, lseV, reinterpret_cast<float *>(Ks), Sred,
-                         b, h0);
-    traceMark(p, kTraceExit);
-    return;
-  }
-  float *po = p.partOut + ((int64_t(b) * p.splits + split) * H) * kDv;
+}
+
+/// A normalised f32 partial of 16 heads for a combine kernel: po[16][512]
+/// and its LSEs pl[16] (head-major, consecutive heads).
+__device__ __forceinline__ void storePartial(float *po, float *pl,
+                                             const float (&o)[16][4],
+                                             const float (&inv)[2],
+                                             const float (&lseV)[2]) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int g = lane >> 2, q4 = lane & 3;
 #pragma unroll
   for (int i = 0; i < 16; ++i) {
     const int col = warp * 128 + i * 8 + q4 * 2;
 #pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      const int h = h0 + g + 8 * r;
-      *reinterpret_cast<float2 *>(po + int64_t(h) * kDv + col) =
+    for (int r = 0; r < 2; ++r)
+      *reinterpret_cast<float2 *>(po + int64_t(g + 8 * r) * kDv + col) =
           make_float2(o[i][2 * r] * inv[r], o[i][2 * r + 1] * inv[r]);
-    }
   }
   if (q4 == 0 && warp == 0) {
-    float *pl = p.partLse + (int64_t(b) * p.splits + split) * H;
-    pl[h0 + g] = lseV[0];
-    pl[h0 + g + 8] = lseV[1];
+    pl[g] = lseV[0];
+    pl[g + 8] = lseV[1];
   }
+}
+
+/// 1 / l and the natural-log LSE of the rows this thread holds.
+__device__ __forceinline__ void finishRows(const TcAccum &acc, float (&inv)[2],
+                                           float (&lseV)[2]) {
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    inv[r] = acc.l[r] > 0.0f ? 1.0f / acc.l[r] : 0.0f;
+    lseV[r] = acc.l[r] > 0.0f ? acc.m[r] * kLn2 + logf(acc.l[r]) : -INFINITY;
+  }
+}
+
+/// The trace's "drained" mark: thread 0 reads its accumulators back, so its
+/// last MMAs have completed.
+__device__ __forceinline__ void traceDrained(const DecodeParams &p,
+                                             const TcAccum &acc) {
+  if (!p.trace || threadIdx.x != 0)
+    return;
+  float z = 0.0f;
+#pragma unroll
+  for (int i = 0; i < 16; ++i)
+    z += acc.o[i][0] + acc.o[i][1] + acc.o[i][2] + acc.o[i][3];
+  if (z == 1.5e38f) // never; keeps the sum
+    p.trace[kDecodeTraceFields - 1] = 0;
+  traceMark(p, kTraceDrained);
+}
+
+template <bool kSplitK>
+__global__ void __launch_bounds__(kThreadsTc, 1)
+    decodeTcKernel(DecodeParams p) {
+  traceMark(p, kTraceEntry);
+  pdlPrologue();
+  traceMark(p, kTraceWaited);
+  extern __shared__ __align__(16) uint8_t smem[];
+  const TcSmem sm(smem);
+
+  const int split = blockIdx.x, b = blockIdx.y, h0 = blockIdx.z * kHeads;
+  const int lenRaw = seqLenChecked(p, b);
+  const int len = lenRaw < 0 ? 0 : lenRaw;
+  const int tiles = (len + kTile - 1) / kTile;
+  const int perSplit = (tiles + p.splits - 1) / p.splits;
+  const int t0 = split * perSplit;
+  const int t1 = min(tiles, t0 + perSplit);
+  TcAccum acc;
+  attendTiles<kSplitK>(p, sm, TilePiece{b, h0, len, t0, t1}, acc);
+  const float(&o)[16][4] = acc.o;
+  traceMark(p, kTraceLoopEnd);
+
+  // Epilogue: normalised output (or partial) and LSE.
+  float inv[2], lseV[2];
+  finishRows(acc, inv, lseV);
+  traceDrained(p, acc);
+  const int H = p.heads;
+  if (p.splits == 1) {
+    storeFinal(p, o, inv, b, h0);
+    traceMark(p, kTraceStored);
+    traceMark(p, kTraceSynced);
+    storeFinalLse(p, lseV, b, h0);
+    traceMark(p, kTraceExit);
+    return;
+  }
+  if (p.clusterMerge) {
+    clusterMergeEpilogue(p, o, inv, lseV, reinterpret_cast<float *>(sm.Ks), sm.Sred,
+                         b, h0);
+    traceMark(p, kTraceExit);
+    return;
+  }
+  const int64_t piece = (int64_t(b) * p.splits + split) * H + h0;
+  storePartial(p.partOut + piece * kDv, p.partLse + piece, o, inv, lseV);
   traceMark(p, kTraceStored);
   traceMark(p, kTraceSynced);
   traceMark(p, kTraceExit);
 }
 
+
+// --- Balanced schedule (DecodeSchedule.h). -----------------------------------
+
+/// KV tiles of work item s (16-head group s / B of sequence s % B); a bad
+/// length counts as empty and is reported (by CTA 0, once per item).
+__device__ __forceinline__ int64_t itemTiles(const DecodeParams &p, int s,
+                                             int *lenOut = nullptr) {
+  const int b = s % p.batch;
+  const int len = p.seqLens[b * p.seqStride];
+  const bool bad = len < 0 || int64_t(len) > p.c.maxBlocks * p.c.blockSize;
+  if (bad && blockIdx.x == 0 && s < p.batch)
+    atomicMin(&p.rec->badSeqIndex, b);
+  if (lenOut)
+    *lenOut = bad ? 0 : len;
+  return bad ? 0 : (int64_t(len) + kTile - 1) / kTile;
+}
+
+/// Inclusive prefix sum over the CTA's 128 threads; *total gets the sum.
+/// Every thread calls it (two barriers).
+__device__ __forceinline__ int64_t blockInclusiveScan(int64_t v,
+                                                      int64_t *warpSums,
+                                                      int64_t *total) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+#pragma unroll
+  for (int d = 1; d < 32; d <<= 1) {
+    const int64_t u = __shfl_up_sync(0xffffffffu, v, d);
+    if (lane >= d)
+      v += u;
+  }
+  if (lane == 31)
+    warpSums[warp] = v;
+  __syncthreads();
+  int64_t before = 0, all = 0;
+#pragma unroll
+  for (int w = 0; w < kThreadsTc / 32; ++w) {
+    before += w < warp ? warpSums[w] : 0;
+    all += warpSums[w];
+  }
+  __syncthreads(); // warpSums is reused by the next call
+  *total = all;
+  return before + v;
+}
+
+/// One CTA of the balanced schedule: the tiles [begin(c), begin(c + 1)) of
+/// all items laid end to end, item by item (DecodeSchedule.h). The tile
+/// loop is the per-sequence kernel's (attendTiles); a piece that is a
+/// whole item is stored as the output, a cut one as a partial for
+/// combineBalancedKernel.
+template <bool kSplitK>
+__global__ void __launch_bounds__(kThreadsTc, 1)
+    decodeBalancedKernel(DecodeParams p) {
+  traceMark(p, kTraceEntry);
+  pdlPrologue();
+  traceMark(p, kTraceWaited);
+  extern __shared__ __align__(16) uint8_t smem[];
+  const TcSmem sm(smem);
+  __shared__ int64_t warpSums[kThreadsTc / 32];
+  __shared__ int64_t startOff; // the first tile of the walk's first item
+  const int tid = threadIdx.x;
+  const int64_t C = gridDim.x, c = blockIdx.x;
+  const int W = p.items;
+
+  // T: all tiles. The first chunk's counts stay in registers for the search.
+  int64_t T = 0, firstChunkTiles = 0;
+  for (int base = 0; base < W; base += kThreadsTc) {
+    const int64_t n = base + tid < W ? itemTiles(p, base + tid) : 0;
+    if (base == 0)
+      firstChunkTiles = n;
+    int64_t chunk;
+    blockInclusiveScan(n, warpSums, &chunk);
+    T += chunk;
+  }
+  const int64_t begin = balancedBegin(c, C, T);
+
+  // The walk starts at the first item whose end (empty items: one tile
+  // wide) lies past begin; those ends never decrease, so the hits of a
+  // chunk are its last `hits` items.
+  int s0 = W;
+  int64_t before = 0;
+  for (int base = 0; base < W; base += kThreadsTc) {
+    const int s = base + tid;
+    const int64_t n =
+        base == 0 ? firstChunkTiles : (s < W ? itemTiles(p, s) : 0);
+    int64_t chunk;
+    const int64_t off = before + blockInclusiveScan(n, warpSums, &chunk) - n;
+    const bool hit = s < W && walkStartsAt(off + max(n, int64_t(1)), begin);
+    const int hits = __syncthreads_count(hit);
+    if (hits > 0) {
+      s0 = base + min(kThreadsTc, W - base) - hits;
+      if (s == s0)
+        startOff = off;
+      __syncthreads();
+      break;
+    }
+    before += chunk;
+  }
+  int64_t off = s0 < W ? startOff : 0;
+
+  if (tid == 0)
+    p.merges[c].item = -1; // overwritten below when this CTA owns a merge
+  int len = 0; // of the item tilesOf saw last: the piece just found
+  BalancedWalk walker(c, C, T, W, s0, off);
+  auto tilesOf = [&](int64_t s) { return itemTiles(p, int(s), &len); };
+  auto writeEmpty = [&](int64_t s, int64_t) {
+    const int b = int(s % p.batch), h0 = int(s / p.batch) * kHeads;
+    float zero[16][4];
+#pragma unroll
+    for (int i = 0; i < 16; ++i)
+      zero[i][0] = zero[i][1] = zero[i][2] = zero[i][3] = 0.0f;
+    const float inv[2] = {0.0f, 0.0f}, lseV[2] = {-INFINITY, -INFINITY};
+    storeFinal(p, zero, inv, b, h0);
+    storeFinalLse(p, lseV, b, h0);
+  };
+  BalancedPiece q;
+  while (walker.next(tilesOf, writeEmpty, q)) {
+    const int b = int(q.item % p.batch), h0 = int(q.item / p.batch) * kHeads;
+    TcAccum acc;
+    attendTiles<kSplitK>(p, sm,
+                         TilePiece{b, h0, len, int(q.a - q.itemOff),
+                                   int(q.z - q.itemOff)},
+                         acc);
+    float inv[2], lseV[2];
+    finishRows(acc, inv, lseV);
+    if (q.a == q.itemOff && q.z == q.itemOff + q.n) { // the whole item
+      storeFinal(p, acc.o, inv, b, h0);
+      storeFinalLse(p, lseV, b, h0);
+      continue;
+    }
+    const int64_t slot = partialSlot(c, q.itemOff, begin);
+    storePartial(p.partOut + slot * kHeads * kDv, p.partLse + slot * kHeads,
+                 acc.o, inv, lseV);
+    if (q.z == q.itemOff + q.n && tid == 0) // its last tile: the merge owner
+      p.merges[c] =
+          BalancedMerge{q.item, balancedCtaOfTile(q.itemOff, C, T), T, 0};
+  }
+  traceMark(p, kTraceLoopEnd);
+  traceMark(p, kTraceExit);
+}
+
+/// Merges the pieces of the item that CTA blockIdx.x of the balanced kernel
+/// owns, if any: warp w head w of its 16, lane l channels 16l..16l+15. It
+/// runs after the decode, on the critical path, so it is built for latency:
+/// lane j loads piece j's LSE (all at once, 32 pieces a round), the weights
+/// come from warp reductions and the partial loads of four pieces are in
+/// flight together. Pieces in CTA order, as combineKernel's split order.
+constexpr int kCombineThreads = kHeads * 32;
+__global__ void __launch_bounds__(kCombineThreads)
+    combineBalancedKernel(DecodeParams p) {
+  pdlPrologue();
+  const int64_t c = blockIdx.x, C = gridDim.x;
+  const BalancedMerge mg = p.merges[c];
+  if (mg.item < 0)
+    return;
+  const int lane = threadIdx.x & 31, hl = threadIdx.x >> 5;
+  const int b = int(mg.item % p.batch);
+  const int h = int(mg.item / p.batch) * kHeads + hl;
+  const int64_t count = c - mg.firstCta + 1; // CTAs, some maybe without a piece
+  // Pass 1: the maximum LSE. The first round's slot and LSE stay in
+  // registers for pass 2 (one load round trip fewer up to 32 pieces).
+  auto pieceSlot = [&](int64_t j) {
+    return j < count ? mergePieceSlot(mg, mg.firstCta + j, C) : int64_t(-1);
+  };
+  auto pieceLse = [&](int64_t slot) {
+    return slot >= 0 ? p.partLse[slot * kHeads + hl] : -INFINITY;
+  };
+  const int64_t firstSlot = pieceSlot(lane);
+  const float firstLse = pieceLse(firstSlot);
+  float mx = firstLse;
+  for (int64_t j0 = 32; j0 < count; j0 += 32)
+    mx = fmaxf(mx, pieceLse(pieceSlot(j0 + lane)));
+  mx = warpMax(mx);
+  // Pass 2: weights (lane j of round j0: piece j0 + j) and the weighted sum.
+  float4 acc[4];
+#pragma unroll
+  for (int v = 0; v < 4; ++v)
+    acc[v] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  float total = 0.0f;
+  for (int64_t j0 = 0; j0 < count; j0 += 32) {
+    const int64_t slot = j0 == 0 ? firstSlot : pieceSlot(j0 + lane);
+    const float lse = j0 == 0 ? firstLse : pieceLse(slot);
+    const float w = lse == -INFINITY ? 0.0f : expf(lse - mx);
+    total += warpSum(w);
+    const int n = int(min(int64_t(32), count - j0));
+    for (int j = 0; j < n; j += 4) {
+      float4 v[4][4];
+      float wj[4];
+#pragma unroll
+      for (int u = 0; u < 4; ++u) {
+        const int64_t sj = __shfl_sync(0xffffffffu, slot, (j + u) & 31);
+        wj[u] = __shfl_sync(0xffffffffu, w, (j + u) & 31);
+        const bool use = j + u < n && sj >= 0 && wj[u] > 0.0f;
+        const float4 *src = reinterpret_cast<const float4 *>(
+            p.partOut + ((use ? sj : 0) * kHeads + hl) * kDv + 16 * lane);
+#pragma unroll
+        for (int q = 0; q < 4; ++q)
+          v[u][q] = use ? src[q] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        if (!use)
+          wj[u] = 0.0f;
+      }
+#pragma unroll
+      for (int u = 0; u < 4; ++u)
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+          acc[q].x += wj[u] * v[u][q].x;
+          acc[q].y += wj[u] * v[u][q].y;
+          acc[q].z += wj[u] * v[u][q].z;
+          acc[q].w += wj[u] * v[u][q].w;
+        }
+    }
+  }
+  const float inv = total > 0.0f ? 1.0f / total : 0.0f;
+  withOutputType(p, [&](auto bf16) {
+    const int64_t o = b * p.oS0 + h * p.oS1 + 16 * lane;
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+      storeOutPair<decltype(bf16)::value>(p, o + 4 * q, acc[q].x * inv,
+                                          acc[q].y * inv);
+      storeOutPair<decltype(bf16)::value>(p, o + 4 * q + 2, acc[q].z * inv,
+                                          acc[q].w * inv);
+    }
+  });
+  if (p.lse && lane == 0)
+    p.lse[b * p.lS0 + h * p.lS1] = total > 0.0f ? mx + logf(total) : -INFINITY;
+}
 
 /// Merges the splits of one (sequence, head): weights exp(lse_s - max),
 /// computed once per split into shared memory; each thread then combines 4
@@ -806,6 +1124,10 @@ std::atomic<uint64_t> &clusterLaunches() {
   static std::atomic<uint64_t> n{0};
   return n;
 }
+std::atomic<uint64_t> &balancedLaunches() {
+  static std::atomic<uint64_t> n{0};
+  return n;
+}
 
 using TcKernel = void (*)(DecodeParams);
 
@@ -815,6 +1137,47 @@ using TcKernel = void (*)(DecodeParams);
 bool tcSplitK() { return knobValue(Knob::DecodeVariant) != 0; }
 TcKernel tcKernel(bool splitK) {
   return splitK ? decodeTcKernel<true> : decodeTcKernel<false>;
+}
+TcKernel balancedKernel(bool splitK) {
+  return splitK ? decodeBalancedKernel<true> : decodeBalancedKernel<false>;
+}
+
+/// The balanced schedule (DecodeSchedule.h): one CTA an SM (fewer when the
+/// block table bounds the tiles below that), pieces in a workspace, then
+/// combineBalancedKernel over every CTA's merge record.
+Status launchBalancedDecode(CudaContext &ctx, DecodeParams p, int64_t B,
+                            int64_t groups, int64_t maxTiles, bool splitK,
+                            cudaStream_t stream) {
+  const int64_t ctas = std::max<int64_t>(
+      1, std::min<int64_t>(ctx.smCount, groups * B * maxTiles));
+  p.items = int(groups * B);
+  p.batch = int(B);
+  const size_t outBytes = size_t(2 * ctas) * kHeads * kDv * sizeof(float);
+  const size_t lseBytes = size_t(2 * ctas) * kHeads * sizeof(float);
+  const size_t mergeBytes = size_t(ctas) * sizeof(BalancedMerge);
+  void *work = nullptr;
+  MLART_CUDA_CHECK(
+      cudaMallocAsync(&work, outBytes + lseBytes + mergeBytes, stream),
+      "cudaMallocAsync(balanced decode workspace)");
+  uint8_t *w = static_cast<uint8_t *>(work);
+  p.partOut = reinterpret_cast<float *>(w);
+  p.partLse = reinterpret_cast<float *>(w + outBytes);
+  p.merges = reinterpret_cast<BalancedMerge *>(w + outBytes + lseBytes);
+  const TcKernel kernel = balancedKernel(splitK);
+  MLART_RETURN_IF_ERROR(
+      allowDynamicSmem(kernel, kSmemTc, "decodeBalancedKernel"));
+  MLART_RETURN_IF_ERROR(launchKernel(
+      "decodeBalancedKernel", kernel,
+      LaunchShape{dim3(unsigned(ctas)), dim3(kThreadsTc), kSmemTc, 0}, stream,
+      p));
+  MLART_RETURN_IF_ERROR(launchKernel("combineBalancedKernel",
+                                     combineBalancedKernel,
+                                     dim3(unsigned(ctas)), kCombineThreads, 0,
+                                     stream, p));
+  MLART_CUDA_CHECK(cudaFreeAsync(work, stream),
+                   "cudaFreeAsync(balanced decode workspace)");
+  balancedLaunches().fetch_add(1, std::memory_order_relaxed);
+  return Status::success();
 }
 
 /// Raises the kernel's shared-memory limit; the shape of a grid, without
@@ -896,6 +1259,14 @@ bool setDecodeClusterMerge(bool on) {
 }
 
 uint64_t decodeClusterLaunchCount() { return clusterLaunches().load(); }
+
+bool setDecodeBalanced(bool on) {
+  const bool previous = knobValue(Knob::DecodeBalance) != 0;
+  setKnobOverride(Knob::DecodeBalance, on ? 1 : 0);
+  return previous;
+}
+
+uint64_t decodeBalancedLaunchCount() { return balancedLaunches().load(); }
 
 StatusOr<int> decodeMaxActiveClusters(int size) {
   if (size < 1 || size > kMaxClusterSplits)
@@ -1002,6 +1373,15 @@ Status decodeAttention(CudaContext &ctx, const DecodeAttentionArgs &a,
   p.partOut = nullptr;
   p.partLse = nullptr;
   p.clusterMerge = 0;
+
+  p.items = 0;
+  p.batch = int(B);
+  p.merges = nullptr;
+  if (!many && a.numSplits == 0 && knobValue(Knob::DecodeBalance) != 0) {
+    MLART_RETURN_IF_ERROR(launchBalancedDecode(ctx, p, B, H / kHeads, maxTiles,
+                                               tcSplitK(), stream));
+    return finishChecked(ctx, stream, lock);
+  }
 
   // The 16-head kernel's launch: with 2..kMaxClusterSplits splits the CTAs
   // of a (sequence, head group) form one cluster along x (grid.x = splits)

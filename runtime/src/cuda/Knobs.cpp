@@ -62,6 +62,10 @@ constexpr KnobSpec kKnobs[kKnobCount] = {
     // cluster.sync() (a GPU-scope fence, then the barrier). The merge after
     // the barrier took 4.16 instead of 4.45 us on the H200 (session 8).
     spec(Knob::DecodeBarrier, "MLART_DECODE_BARRIER", 1, kOffOn),
+    // 1: the 16-head decode cuts the tiles of all sequences evenly over
+    // the SMs (DecodeSchedule.h) instead of giving every sequence the same
+    // split count; 0: the per-sequence splits and their cluster merge.
+    spec(Knob::DecodeBalance, "MLART_DECODE_BALANCE", 0, kOffOn),
 };
 
 constexpr bool inKnobOrder() {
@@ -79,7 +83,7 @@ std::atomic<int> overrides[kKnobCount] = {
     kNoOverride, kNoOverride, kNoOverride, kNoOverride, kNoOverride,
     kNoOverride, kNoOverride, kNoOverride, kNoOverride, kNoOverride,
     kNoOverride, kNoOverride, kNoOverride, kNoOverride, kNoOverride,
-    kNoOverride};
+    kNoOverride, kNoOverride};
 
 const KnobValues &environmentKnobs() {
   static const KnobValues values = [] {

@@ -35,8 +35,9 @@ enum class Knob : int {
   UpdateHints,       ///< MLART_UPDATE_HINTS: cache hints 0 / 1 / 2
   UpdateStages,      ///< MLART_UPDATE_STAGES: the bulk kernel's ring
   DecodeBarrier,     ///< MLART_DECODE_BARRIER: the cluster merge's barriers
+  DecodeBalance,     ///< MLART_DECODE_BALANCE: the balanced decode schedule
 };
-constexpr int kKnobCount = 16;
+constexpr int kKnobCount = 17;
 
 /// MLART_DECODE_MANY's value for "force"; 0 is off, 1 on (by shape), 2..6
 /// on with that timing variant of the cp.async kernel.

@@ -636,30 +636,35 @@ INSTANTIATE_TEST_SUITE_P(
         DecodeCase{2, 3, 16, CacheLayout::Fp8DsMla, DType::BF16, DType::BF16, 0, 100},
         DecodeCase{2, 4, 64, CacheLayout::Fp8PerTensor, DType::BF16, DType::F32, 0, 130}));
 
+/// A length past the block table and a block id outside the cache are
+/// reported as OutOfRange (and the bad block never read).
+void expectBadSeqLenReported(CudaDevice *dev, int64_t H) {
+  SCOPED_TRACE("H=" + std::to_string(H));
+  Cache cache(dev, CacheLayout::Plain, DType::BF16, 8, 16);
+  Arr tab(dev, DType::I32, {1, 2});
+  tab.setI32({1, 2});
+  tab.up(dev);
+  Arr len(dev, DType::I32, {1});
+  len.setI32({33});
+  len.up(dev);
+  Arr q = randomArr(dev, DType::BF16, {1, H, 576});
+  Arr out(dev, DType::BF16, {1, H, 512});
+  Status s = dev->kernels().decodeAttention(
+      {q.d(), cache.d(), tab.d(), len.d(), 0.1f, out.d(), {}, 0}, nullptr);
+  EXPECT_EQ(s.code(), StatusCode::OutOfRange) << s.message();
+  tab.setI32({1, 99});
+  tab.up(dev);
+  len.setI32({20});
+  len.up(dev);
+  s = dev->kernels().decodeAttention(
+      {q.d(), cache.d(), tab.d(), len.d(), 0.1f, out.d(), {}, 0}, nullptr);
+  EXPECT_EQ(s.code(), StatusCode::OutOfRange) << s.message();
+}
+
 TEST(CudaDecodeErrors, BadSeqLenIsReported) {
   REQUIRE_GPU();
-  for (int64_t H : {16, 64}) {
-    Cache cache(dev, CacheLayout::Plain, DType::BF16, 8, 16);
-    Arr tab(dev, DType::I32, {1, 2});
-    tab.setI32({1, 2});
-    tab.up(dev);
-    Arr len(dev, DType::I32, {1});
-    len.setI32({33});
-    len.up(dev);
-    Arr q = randomArr(dev, DType::BF16, {1, H, 576});
-    Arr out(dev, DType::BF16, {1, H, 512});
-    Status s = dev->kernels().decodeAttention(
-        {q.d(), cache.d(), tab.d(), len.d(), 0.1f, out.d(), {}, 0}, nullptr);
-    EXPECT_EQ(s.code(), StatusCode::OutOfRange) << "H=" << H << ": " << s.message();
-    // A block id outside the cache is reported too (and never read).
-    tab.setI32({1, 99});
-    tab.up(dev);
-    len.setI32({20});
-    len.up(dev);
-    s = dev->kernels().decodeAttention(
-        {q.d(), cache.d(), tab.d(), len.d(), 0.1f, out.d(), {}, 0}, nullptr);
-    EXPECT_EQ(s.code(), StatusCode::OutOfRange) << "H=" << H << ": " << s.message();
-  }
+  for (int64_t H : {16, 64})
+    expectBadSeqLenReported(dev, H);
 }
 
 // The many-heads decode inside a CUDA graph (H=128, B=9: that path without
@@ -862,6 +867,107 @@ TEST(CudaDecodeGraph, ClusterMergeReplaysWithNewData) {
     }
     dev->destroyGraph(*graph);
   }
+}
+
+// --- The balanced schedule (DecodeSchedule.h). ------------------------------
+// setDecodeBalanced (MLART_DECODE_BALANCE) switches the 16-head decode to
+// the schedule that cuts all sequences' tiles evenly over the SMs.
+struct BalancedSetting {
+  bool previous;
+  explicit BalancedSetting(bool on) : previous(cuda::setDecodeBalanced(on)) {}
+  ~BalancedSetting() { cuda::setDecodeBalanced(previous); }
+};
+
+// Mixed lengths (the maximum, 0 and random, or the edge set), 16 to 48
+// heads, block sizes 64 and 32, bf16 and f32 output: one short sequence
+// (fewer tiles than CTAs, every CTA a piece of it), one long one (132
+// pieces), batches whose CTA ranges cut sequences anywhere, and more than
+// 128 items (the start search's second chunk). Once with a third of every
+// sequence dominating its softmax, so that a wrong merge weight shows, and
+// once with every length 0.
+TEST(CudaDecodeBalanced, MatchesCpu) {
+  REQUIRE_GPU();
+  BalancedSetting setting(true);
+  struct Case {
+    int64_t B, H, maxLen, edge;
+  };
+  const Case cases[] = {{1, 16, 100, 0},   {1, 16, 8000, 0}, {3, 16, 5000, 0},
+                        {9, 16, 700, 1},   {18, 32, 1100, 1}, {64, 16, 4096, 0},
+                        {150, 16, 300, 0}, {5, 48, 2000, 0}};
+  for (const Case &k : cases)
+    for (int variant = 0; variant < 4; ++variant) {
+      const std::string tag = "B " + std::to_string(k.B) + ", H " +
+                              std::to_string(k.H) + ", L " +
+                              std::to_string(k.maxLen) +
+                              (variant == 1 ? ", f32 out, block 32" : "") +
+                              (variant == 2 ? ", a third dominates" : "") +
+                              (variant == 3 ? ", every length 0" : "");
+      SCOPED_TRACE(tag);
+      DecodeInputs in(dev, DecodeCase{k.B, k.H, variant == 1 ? 32 : 64,
+                                      CacheLayout::Plain, DType::BF16,
+                                      DType::BF16, 0, k.maxLen, k.edge});
+      if (variant == 1) {
+        in.out = Arr(dev, DType::F32, {in.c.B, k.H, 512});
+        in.out.poison();
+        in.out.up(dev);
+      }
+      if (variant == 2)
+        scaleOneSplit(in, dev, 3, 8.0f);
+      if (variant == 3) {
+        in.len.setI32(std::vector<int32_t>(size_t(k.B), 0));
+        in.len.up(dev);
+      }
+      const uint64_t before = cuda::decodeBalancedLaunchCount();
+      Status s = dev->kernels().decodeAttention(in.deviceArgs(), nullptr);
+      ASSERT_TRUE(s.ok()) << s.message();
+      EXPECT_EQ(cuda::decodeBalancedLaunchCount() - before, 1u)
+          << "the balanced schedule was not taken";
+      in.expectMatchesCpu(dev, tag);
+    }
+}
+
+// A forced split count keeps the per-sequence splits; bad lengths and
+// block ids are reported from the balanced kernel as from the others.
+TEST(CudaDecodeBalanced, ForcedSplitsAndErrors) {
+  REQUIRE_GPU();
+  BalancedSetting setting(true);
+  DecodeInputs in(dev, DecodeCase{4, 16, 64, CacheLayout::Plain, DType::BF16,
+                                  DType::BF16, 3, 900, 1});
+  const uint64_t before = cuda::decodeBalancedLaunchCount();
+  Status s = dev->kernels().decodeAttention(in.deviceArgs(), nullptr);
+  ASSERT_TRUE(s.ok()) << s.message();
+  EXPECT_EQ(cuda::decodeBalancedLaunchCount(), before);
+  in.expectMatchesCpu(dev, "forced 3 splits");
+  expectBadSeqLenReported(dev, 16);
+  EXPECT_GT(cuda::decodeBalancedLaunchCount(), before);
+}
+
+// Captured once, replayed with new lengths: the schedule is computed on the
+// device, so each replay cuts the new mix where it falls.
+TEST(CudaDecodeGraph, BalancedReplaysWithNewLengths) {
+  REQUIRE_GPU();
+  BalancedSetting setting(true);
+  StatusOr<Stream> stream = dev->createStream();
+  ASSERT_TRUE(stream.ok()) << stream.status().message();
+  StreamHandle st = stream->handle();
+  DecodeInputs in(dev, DecodeCase{37, 16, 64, CacheLayout::Plain, DType::BF16,
+                                  DType::BF16, 0, 3000, 0});
+  ASSERT_TRUE(dev->beginCapture(st).ok());
+  Status s = dev->kernels().decodeAttention(in.deviceArgs(), st);
+  StatusOr<GraphHandle> graph = dev->endCapture(st);
+  ASSERT_TRUE(s.ok()) << s.message();
+  ASSERT_TRUE(graph.ok()) << graph.status().message();
+  for (int replay = 0; replay < 4; ++replay) {
+    in.refill(dev);
+    if (replay == 3)
+      scaleOneSplit(in, dev, 2, 8.0f);
+    ASSERT_TRUE(dev->synchronize().ok());
+    s = dev->launchGraph(*graph, st);
+    ASSERT_TRUE(s.ok()) << s.message();
+    ASSERT_TRUE(dev->synchronize(st).ok());
+    in.expectMatchesCpu(dev, "replay " + std::to_string(replay));
+  }
+  dev->destroyGraph(*graph);
 }
 
 // --- Prefill. ----------------------------------------------------------------
