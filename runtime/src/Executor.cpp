@@ -179,7 +179,7 @@ Status Executor::runInstruction(size_t i, StreamHandle stream) {
   }
   case Opcode::DecodeAttention:
     return k.decodeAttention({op(0), cache, op(1), op(2), inst.floatAttr, op(3),
-                              op(4), int(inst.intAttr)},
+                              op(4), int(inst.intAttr), decodeSchedule_},
                              stream);
   case Opcode::PrefillAttention:
     // intAttr 1: the lengths operand holds total lengths (see

@@ -161,6 +161,20 @@ TEST(CApiExecutor, LoadBindRunThroughTheCHeader) {
     EXPECT_EQ(n.code(), MLART_STATUS_INVALID_ARGUMENT);
   }
   ASSERT_EQ(mlart_executor_set_max_streams(exec, 1), nullptr);
+  // The decode schedule: the three values, nothing else; the CPU ignores
+  // it (this program has no decode instruction).
+  for (int bad : {-1, 3, 1000}) {
+    CStatus s(mlart_executor_set_decode_schedule(exec, bad));
+    EXPECT_EQ(s.code(), MLART_STATUS_INVALID_ARGUMENT) << bad;
+  }
+  {
+    CStatus n(mlart_executor_set_decode_schedule(
+        nullptr, MLART_DECODE_SCHEDULE_BALANCED));
+    EXPECT_EQ(n.code(), MLART_STATUS_INVALID_ARGUMENT);
+  }
+  for (int ok : {MLART_DECODE_SCHEDULE_PER_SEQUENCE,
+                 MLART_DECODE_SCHEDULE_BALANCED, MLART_DECODE_SCHEDULE_DEFAULT})
+    ASSERT_EQ(mlart_executor_set_decode_schedule(exec, ok), nullptr) << ok;
 
   // Graphs need a created device stream: the CPU's streams are NULL.
   {

@@ -336,6 +336,8 @@ TEST(DecodeAttention, RejectsInvalidArgumentsWithoutWriting) {
        [&](auto &a) { a.cache.desc.blockSize = 0; }},
       {"numSplits < 0", StatusCode::InvalidArgument,
        [&](auto &a) { a.numSplits = -1; }},
+      {"schedule outside the enum", StatusCode::InvalidArgument,
+       [&](auto &a) { a.schedule = static_cast<DecodeSchedule>(3); }},
   };
   for (const Mutation &m : mutations) {
     SCOPED_TRACE(m.what);

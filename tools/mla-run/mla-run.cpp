@@ -71,7 +71,22 @@ struct Options {
   bool dummySlots = false;    ///< --dummy-slots: every slot -1
   int streams = 2;            ///< --streams: Executor::setMaxStreams
   bool separateWeights = false; ///< --separate-weights
+  /// --decode-schedule: Executor::setDecodeSchedule
+  DecodeSchedule decodeSchedule = DecodeSchedule::Default;
 };
+
+/// --decode-schedule's names.
+bool parseDecodeSchedule(const std::string &name, DecodeSchedule &out) {
+  if (name == "default")
+    out = DecodeSchedule::Default;
+  else if (name == "per-sequence")
+    out = DecodeSchedule::PerSequence;
+  else if (name == "balanced")
+    out = DecodeSchedule::Balanced;
+  else
+    return false;
+  return true;
+}
 
 int usage() {
   std::fprintf(stderr,
@@ -113,6 +128,10 @@ int usage() {
                "  --separate-weights  allocate each weight on its own (default: "
                "all back to back in one allocation, so fused weights are read "
                "in place)\n"
+               "  --decode-schedule default|per-sequence|balanced  (cuda) how "
+               "decode attention spreads over the GPU: balanced cuts all "
+               "sequences' tiles evenly (mixed lengths), per-sequence splits "
+               "every sequence alike (alike lengths)\n"
                "  (see docs/mla-run.md)\n");
   return 2;
 }
@@ -173,6 +192,15 @@ bool parseOptions(int argc, char **argv, Options &o) {
       o.dummySlots = true;
     else if (a == "--separate-weights")
       o.separateWeights = true;
+    else if (a == "--decode-schedule" && (v = next())) {
+      if (!parseDecodeSchedule(v, o.decodeSchedule)) {
+        std::fprintf(stderr,
+                     "mla-run: --decode-schedule is default, per-sequence or "
+                     "balanced, not '%s'\n",
+                     v);
+        return false;
+      }
+    }
     else if (!a.empty() && a[0] != '-' && o.artifact.empty())
       o.artifact = a;
     else
@@ -350,6 +378,7 @@ int runDecodePhase(Device &device, const Options &options, Harness &prefill,
   if (Status s = harness.bind(executor.value(), harness.caches()); !s.ok())
     return fail("binding the decode step", s);
   executor.value().setMaxStreams(options.streams);
+  executor.value().setDecodeSchedule(options.decodeSchedule);
   std::vector<std::vector<uint8_t>> before;
   for (KVCache &cache : harness.caches()) {
     before.emplace_back(cache.sizeBytes());
@@ -440,6 +469,7 @@ int main(int argc, char **argv) {
   if (Status s = harness.bind(executor.value(), harness.caches()); !s.ok())
     return fail("binding", s);
   executor.value().setMaxStreams(options.streams);
+  executor.value().setDecodeSchedule(options.decodeSchedule);
 
   // The reference runs on its own copy of the caches.
   std::unique_ptr<Executor> reference;

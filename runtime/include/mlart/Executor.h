@@ -13,6 +13,7 @@
 #include "mlart/Artifact.h"
 #include "mlart/Device.h"
 #include "mlart/KVCache.h"
+#include "mlart/Kernels.h"
 #include "mlart/StreamPlan.h"
 
 #include <functional>
@@ -167,6 +168,13 @@ public:
   /// concurrent streams (the CPU) always run in order.
   void setMaxStreams(int streams) { maxStreams_ = streams < 1 ? 1 : streams; }
   int maxStreams() const { return maxStreams_; }
+
+  /// How every decode-attention instruction spreads over the device
+  /// (DecodeSchedule, Kernels.h): Balanced for mixed lengths, as a serving
+  /// engine's are. Takes effect at the next run or capture; a captured
+  /// graph keeps the schedule it was captured with.
+  void setDecodeSchedule(DecodeSchedule s) { decodeSchedule_ = s; }
+  DecodeSchedule decodeSchedule() const { return decodeSchedule_; }
   /// The plan the next run uses for the current bindings (made on demand).
   StatusOr<const StreamPlan *> streamPlan();
 
@@ -237,6 +245,7 @@ private:
   InstructionTimingCallback timing_;
   Graph graph_;
   int maxStreams_ = 2;
+  DecodeSchedule decodeSchedule_ = DecodeSchedule::Default;
   StreamPlan plan_;
   /// The bindings and stream limit plan_ was made for.
   std::vector<const void *> planKey_;

@@ -91,10 +91,34 @@ struct RopeCacheUpdateArgs {
   float latentNormEpsilon = 0.0f; ///< > 0 with latentNormWeight
 };
 
+/// How a device spreads one decode call over its processors (the result is
+/// the same up to rounding). The lengths are device data, so the host cannot
+/// choose from them; the caller can, from what it serves.
+enum class DecodeSchedule : int {
+  /// The device's default (CUDA: per-sequence splits, unless the
+  /// MLART_DECODE_BALANCE environment knob says balanced).
+  Default = 0,
+  /// Every sequence gets the same number of splits, chosen from the block
+  /// table's width: best when the lengths are alike (CUDA: the splits of a
+  /// sequence merge inside a thread-block cluster).
+  PerSequence = 1,
+  /// The tiles of all sequences are cut evenly over the processors, read
+  /// from the lengths on the device: best for mixed lengths (CUDA:
+  /// 1.5-2.8x faster there on the H200, slower for alike lengths;
+  /// docs/cuda.md).
+  Balanced = 2,
+};
+
 /// Absorbed decode attention over the paged cache.
 /// q [B, H, latent + rope]; blockTable [B, maxBlocks] i32; seqLens [B] i32;
 /// out [B, H, latent]; lse [B, H] f32 (optional, natural log). Rows at or past
-/// seqLens[b] are never read. numSplits 0 picks a split-KV heuristic.
+/// seqLens[b] are never read. numSplits 0 picks a split-KV heuristic;
+/// numSplits > 0 forces per-sequence splits whatever `schedule` says.
+inline bool isDecodeSchedule(int v) {
+  return v >= int(DecodeSchedule::Default) &&
+         v <= int(DecodeSchedule::Balanced);
+}
+
 struct DecodeAttentionArgs {
   TensorRef q;
   KVCacheRef cache;
@@ -104,6 +128,7 @@ struct DecodeAttentionArgs {
   TensorRef out;
   TensorRef lse;
   int numSplits = 0;
+  DecodeSchedule schedule = DecodeSchedule::Default;
 };
 
 /// Causal MHA prefill for new tokens with optional cached context

@@ -490,6 +490,25 @@ mlart_status mlart_executor_set_timing_callback(mlart_executor *executor,
 mlart_status mlart_executor_set_max_streams(mlart_executor *executor,
                                             int streams);
 
+/** How decode attention spreads over the device (docs/cuda.md, "Notes:
+ *  the balanced decode schedule"); the results agree up to rounding. */
+typedef enum mlart_decode_schedule {
+  /** The device's default (CUDA: per-sequence, unless the environment
+   *  knob MLART_DECODE_BALANCE=1). */
+  MLART_DECODE_SCHEDULE_DEFAULT = 0,
+  /** Every sequence split alike: best for alike lengths. */
+  MLART_DECODE_SCHEDULE_PER_SEQUENCE = 1,
+  /** All sequences' KV tiles cut evenly over the GPU, from the device-side
+   *  lengths: best for mixed lengths, as a serving engine's are. */
+  MLART_DECODE_SCHEDULE_BALANCED = 2
+} mlart_decode_schedule;
+
+/** The schedule of every decode-attention instruction from the next run or
+ *  capture on (a captured graph keeps its own). No effect on the CPU
+ *  device. InvalidArgument for a value not in mlart_decode_schedule. */
+mlart_status mlart_executor_set_decode_schedule(mlart_executor *executor,
+                                                int schedule);
+
 /*---- The step as a CUDA graph (CUDA device; see docs/runtime.md) ---------*/
 
 /** Records one step into a device graph on `stream` (a created stream, not

@@ -149,6 +149,25 @@ mlart_status mlart_executor_set_timing_callback(mlart_executor *executor,
   });
 }
 
+mlart_status mlart_executor_set_decode_schedule(mlart_executor *executor,
+                                                int schedule) {
+  static_assert(int(DecodeSchedule::Default) == MLART_DECODE_SCHEDULE_DEFAULT &&
+                    int(DecodeSchedule::PerSequence) ==
+                        MLART_DECODE_SCHEDULE_PER_SEQUENCE &&
+                    int(DecodeSchedule::Balanced) ==
+                        MLART_DECODE_SCHEDULE_BALANCED,
+                "the C and C++ schedule values agree");
+  return guarded([&]() -> Status {
+    if (!executor)
+      return nullArg("executor");
+    if (!isDecodeSchedule(schedule))
+      return invalidArgument("set_decode_schedule: unknown schedule " +
+                             std::to_string(schedule));
+    executor->executor.setDecodeSchedule(DecodeSchedule(schedule));
+    return Status::success();
+  });
+}
+
 mlart_status mlart_executor_set_max_streams(mlart_executor *executor,
                                             int streams) {
   return guarded([&]() -> Status {

@@ -57,6 +57,11 @@ Status validate(const DecodeAttentionArgs &a) {
   if (a.numSplits < 0)
     return invalidArgument("numSplits must be >= 0, got " +
                            std::to_string(a.numSplits));
+  // The schedule is the device's business (the CPU computes one way), but
+  // a value outside the enum is a caller's error on every device.
+  if (!isDecodeSchedule(int(a.schedule)))
+    return invalidArgument("unknown decode schedule " +
+                           std::to_string(int(a.schedule)));
   return checkPagedRead(a.cache, a.blockTable, a.seqLens, "seqLens", batch);
 }
 

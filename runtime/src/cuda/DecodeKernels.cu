@@ -1301,6 +1301,9 @@ Status decodeAttention(CudaContext &ctx, const DecodeAttentionArgs &a,
   if (a.numSplits < 0)
     return invalidArgument("numSplits must be >= 0, got " +
                            std::to_string(a.numSplits));
+  if (!isDecodeSchedule(int(a.schedule)))
+    return invalidArgument("unknown decode schedule " +
+                           std::to_string(int(a.schedule)));
   MLART_RETURN_IF_ERROR(
       checkPagedShapes(a.cache, a.blockTable, a.seqLens, "seqLens", B));
   if (desc.latentRank > kGenThreads * kGenMaxPerThread)
@@ -1377,7 +1380,11 @@ Status decodeAttention(CudaContext &ctx, const DecodeAttentionArgs &a,
   p.items = 0;
   p.batch = int(B);
   p.merges = nullptr;
-  if (!many && a.numSplits == 0 && knobValue(Knob::DecodeBalance) != 0) {
+  const bool balanced =
+      a.schedule == DecodeSchedule::Balanced ||
+      (a.schedule == DecodeSchedule::Default &&
+       knobValue(Knob::DecodeBalance) != 0);
+  if (!many && a.numSplits == 0 && balanced) {
     MLART_RETURN_IF_ERROR(launchBalancedDecode(ctx, p, B, H / kHeads, maxTiles,
                                                tcSplitK(), stream));
     return finishChecked(ctx, stream, lock);

@@ -942,6 +942,40 @@ TEST(CudaDecodeBalanced, ForcedSplitsAndErrors) {
   EXPECT_GT(cuda::decodeBalancedLaunchCount(), before);
 }
 
+// The per-call schedule (DecodeAttentionArgs::schedule) overrides the knob
+// both ways; a value outside the enum is refused and writes nothing.
+TEST(CudaDecodeBalanced, PerCallScheduleOverridesTheKnob) {
+  REQUIRE_GPU();
+  for (bool knob : {false, true}) {
+    BalancedSetting setting(knob);
+    for (DecodeSchedule sched : {DecodeSchedule::PerSequence,
+                                 DecodeSchedule::Balanced}) {
+      const std::string tag =
+          std::string(knob ? "knob on, " : "knob off, ") +
+          (sched == DecodeSchedule::Balanced ? "balanced" : "per-sequence");
+      SCOPED_TRACE(tag);
+      DecodeInputs in(dev, DecodeCase{11, 16, 64, CacheLayout::Plain,
+                                      DType::BF16, DType::BF16, 0, 1500, 1});
+      DecodeAttentionArgs a = in.deviceArgs();
+      a.schedule = sched;
+      const uint64_t before = cuda::decodeBalancedLaunchCount();
+      Status s = dev->kernels().decodeAttention(a, nullptr);
+      ASSERT_TRUE(s.ok()) << s.message();
+      EXPECT_EQ(cuda::decodeBalancedLaunchCount() - before,
+                sched == DecodeSchedule::Balanced ? 1u : 0u);
+      in.expectMatchesCpu(dev, tag);
+    }
+  }
+  DecodeInputs in(dev, DecodeCase{2, 16, 64, CacheLayout::Plain, DType::BF16,
+                                  DType::BF16, 0, 200, 0});
+  DecodeAttentionArgs a = in.deviceArgs();
+  a.schedule = static_cast<DecodeSchedule>(7);
+  const std::vector<uint8_t> poisoned = in.out.down(dev);
+  EXPECT_EQ(dev->kernels().decodeAttention(a, nullptr).code(),
+            StatusCode::InvalidArgument);
+  EXPECT_EQ(in.out.down(dev), poisoned) << "a refused call wrote the output";
+}
+
 // Captured once, replayed with new lengths: the schedule is computed on the
 // device, so each replay cuts the new mix where it falls.
 TEST(CudaDecodeGraph, BalancedReplaysWithNewLengths) {
