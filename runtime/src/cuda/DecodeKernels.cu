@@ -176,6 +176,30 @@ __device__ __forceinline__ void traceMark(const DecodeParams &p,
   rec[k] = globalTimerNs();
 }
 
+/// This thread's share of a normalised f32 partial of 16 heads: row h of
+/// `po` (rowStride floats apart) gets head h's 512 channels, pl[h] its LSE.
+/// For the combine kernels (global) and the cluster merge (shared memory).
+__device__ __forceinline__ void storePartial(float *po, int rowStride,
+                                             float *pl,
+                                             const float (&o)[16][4],
+                                             const float (&inv)[2],
+                                             const float (&lseV)[2]) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int g = lane >> 2, q4 = lane & 3;
+#pragma unroll
+  for (int i = 0; i < 16; ++i) {
+    const int col = warp * 128 + i * 8 + q4 * 2;
+#pragma unroll
+    for (int r = 0; r < 2; ++r)
+      *reinterpret_cast<float2 *>(po + (g + 8 * r) * rowStride + col) =
+          make_float2(o[i][2 * r] * inv[r], o[i][2 * r + 1] * inv[r]);
+  }
+  if (q4 == 0 && warp == 0) {
+    pl[g] = lseV[0];
+    pl[g + 8] = lseV[1];
+  }
+}
+
 /// Writes this CTA's partial into its shared memory, waits for the whole
 /// cluster, then merges channel slice `rank` of all 16 heads from every
 /// rank's shared memory with combineKernel's weights and order (split
@@ -188,21 +212,9 @@ clusterMergeEpilogue(const DecodeParams &p, const float (&o)[16][4],
                      float *scratch, int b, int h0) {
   namespace cg = cooperative_groups;
   const cg::cluster_group cluster = cg::this_cluster();
-  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const int g = lane >> 2, q4 = lane & 3;
+  const int tid = threadIdx.x;
   float *partLse = part + kHeads * kPartRow;
-#pragma unroll
-  for (int i = 0; i < 16; ++i) {
-    const int col = warp * 128 + i * 8 + q4 * 2;
-#pragma unroll
-    for (int r = 0; r < 2; ++r)
-      *reinterpret_cast<float2 *>(part + (g + 8 * r) * kPartRow + col) =
-          make_float2(o[i][2 * r] * inv[r], o[i][2 * r + 1] * inv[r]);
-  }
-  if (q4 == 0 && warp == 0) {
-    partLse[g] = lseV[0];
-    partLse[g + 8] = lseV[1];
-  }
+  storePartial(part, kPartRow, partLse, o, inv, lseV);
   traceMark(p, kTraceStored);
   // Release/acquire: every rank's partial is visible. cluster.sync() is
   // lowered by ptxas to a GPU-scope MEMBAR before the barrier
@@ -622,28 +634,6 @@ __device__ __forceinline__ void storeFinalLse(const DecodeParams &p,
   }
 }
 
-/// A normalised f32 partial of 16 heads for a combine kernel: po[16][512]
-/// and its LSEs pl[16] (head-major, consecutive heads).
-__device__ __forceinline__ void storePartial(float *po, float *pl,
-                                             const float (&o)[16][4],
-                                             const float (&inv)[2],
-                                             const float (&lseV)[2]) {
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int g = lane >> 2, q4 = lane & 3;
-#pragma unroll
-  for (int i = 0; i < 16; ++i) {
-    const int col = warp * 128 + i * 8 + q4 * 2;
-#pragma unroll
-    for (int r = 0; r < 2; ++r)
-      *reinterpret_cast<float2 *>(po + int64_t(g + 8 * r) * kDv + col) =
-          make_float2(o[i][2 * r] * inv[r], o[i][2 * r + 1] * inv[r]);
-  }
-  if (q4 == 0 && warp == 0) {
-    pl[g] = lseV[0];
-    pl[g + 8] = lseV[1];
-  }
-}
-
 /// 1 / l and the natural-log LSE of the rows this thread holds.
 __device__ __forceinline__ void finishRows(const TcAccum &acc, float (&inv)[2],
                                            float (&lseV)[2]) {
@@ -710,7 +700,7 @@ __global__ void __launch_bounds__(kThreadsTc, 1)
     return;
   }
   const int64_t piece = (int64_t(b) * p.splits + split) * H + h0;
-  storePartial(p.partOut + piece * kDv, p.partLse + piece, o, inv, lseV);
+  storePartial(p.partOut + piece * kDv, kDv, p.partLse + piece, o, inv, lseV);
   traceMark(p, kTraceStored);
   traceMark(p, kTraceSynced);
   traceMark(p, kTraceExit);
@@ -845,7 +835,7 @@ __global__ void __launch_bounds__(kThreadsTc, 1)
       continue;
     }
     const int64_t slot = partialSlot(c, q.itemOff, begin);
-    storePartial(p.partOut + slot * kHeads * kDv, p.partLse + slot * kHeads,
+    storePartial(p.partOut + slot * kHeads * kDv, kDv, p.partLse + slot * kHeads,
                  acc.o, inv, lseV);
     if (q.z == q.itemOff + q.n && tid == 0) // its last tile: the merge owner
       p.merges[c] =
