@@ -1053,7 +1053,7 @@ int main(int argc, char **argv) {
     }
   }
 
-  // The 16-head decode's two schedules (MLART_DECODE_BALANCE, forced per
+  // The 16-head decode's two schedules (DecodeAttentionArgs::schedule, per
   // row): the step shape, and mixed lengths, where the per-sequence split
   // count (chosen from the table width) leaves SMs idle behind the longest
   // sequences and the balanced schedule cuts all tiles evenly.
@@ -1083,9 +1083,10 @@ int main(int argc, char **argv) {
       for (int64_t b = 0; b < m.B; ++b)
         lengths[size_t(b)] = m.len(b);
       d.setLengths(lengths);
-      const DecodeAttentionArgs a = d.args(0);
       for (int balanced : {0, 1}) {
-        const bool previous = cuda::setDecodeBalanced(balanced != 0);
+        DecodeAttentionArgs a = d.args(0);
+        a.schedule = balanced ? DecodeSchedule::Balanced
+                              : DecodeSchedule::PerSequence;
         auto fn = [&] { CHECK(k.decodeAttention(a, gStream)); };
         double call = timeMs(fn, 20);
         double ms = graphMs(fn, 10, 10);
@@ -1094,7 +1095,6 @@ int main(int argc, char **argv) {
         add(std::string("decode H=16 ") +
                 (balanced ? "[balanced]" : "[per-seq splits]"),
             m.name, ms, d.bytes(), d.flops(), call);
-        cuda::setDecodeBalanced(previous);
       }
     }
   }

@@ -28,7 +28,8 @@ struct Walked {
   std::vector<int> emptyWrites;       ///< per item
   std::vector<int> directWrites;      ///< per item
   std::map<int64_t, std::set<int64_t>> pieceSlots; ///< cut item -> slots
-  std::map<int64_t, std::vector<BalancedMerge>> owners;
+  /// cut item -> (owning CTA, its merge record)
+  std::map<int64_t, std::vector<std::pair<int64_t, BalancedMerge>>> owners;
   std::vector<int> slotWrites;        ///< per workspace slot
 };
 
@@ -81,7 +82,7 @@ Walked walk(const std::vector<int64_t> &tiles, int64_t ctas) {
       w.pieceSlots[s].insert(slot);
       if (z == itemOff + n)
         w.owners[s].push_back(
-            BalancedMerge{s, balancedCtaOfTile(itemOff, ctas, T), T, c});
+            {c, BalancedMerge{s, balancedCtaOfTile(itemOff, ctas, T), T}});
     }
   }
   return w;
@@ -104,9 +105,7 @@ void expectScheduleHolds(const std::vector<int64_t> &tiles, int64_t ctas,
       continue;
     // One owner, and its piece list is exactly where the pieces went.
     ASSERT_EQ(w.owners.at(int64_t(s)).size(), 1u) << "item " << s;
-    BalancedMerge m = w.owners.at(int64_t(s))[0];
-    const int64_t owner = m.pad; // the test kept the owning CTA there
-    m.pad = 0;
+    const auto &[owner, m] = w.owners.at(int64_t(s))[0];
     std::set<int64_t> listed;
     for (int64_t k = m.firstCta; k <= owner; ++k) {
       const int64_t slot = mergePieceSlot(m, k, ctas);

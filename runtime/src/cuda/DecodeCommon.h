@@ -160,11 +160,9 @@ bool setDecodeClusterMerge(bool on);
 /// How many decode launches merged inside a cluster so far (tests check
 /// that the path they mean to cover was taken).
 uint64_t decodeClusterLaunchCount();
-/// Whether the 16-head decode (no forced split count) takes the balanced
-/// schedule (DecodeSchedule.h). Starts from MLART_DECODE_BALANCE; tests flip
-/// it here. Returns the previous setting.
-bool setDecodeBalanced(bool on);
-/// How many decode launches took the balanced schedule so far.
+/// How many decode launches took the balanced schedule so far (callers
+/// choose it with DecodeAttentionArgs::schedule; MLART_DECODE_BALANCE makes
+/// it the default).
 uint64_t decodeBalancedLaunchCount();
 /// cudaOccupancyMaxActiveClusters of the 16-head kernel on the current
 /// device for clusters of `size` (1..kMaxClusterSplits) CTAs: how many CTAs

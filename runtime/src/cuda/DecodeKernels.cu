@@ -839,7 +839,7 @@ __global__ void __launch_bounds__(kThreadsTc, 1)
                  acc.o, inv, lseV);
     if (q.z == q.itemOff + q.n && tid == 0) // its last tile: the merge owner
       p.merges[c] =
-          BalancedMerge{q.item, balancedCtaOfTile(q.itemOff, C, T), T, 0};
+          BalancedMerge{q.item, balancedCtaOfTile(q.itemOff, C, T), T};
   }
   traceMark(p, kTraceLoopEnd);
   traceMark(p, kTraceExit);
@@ -1141,7 +1141,6 @@ Status launchBalancedDecode(CudaContext &ctx, DecodeParams p, int64_t B,
   const int64_t ctas = std::max<int64_t>(
       1, std::min<int64_t>(ctx.smCount, groups * B * maxTiles));
   p.items = int(groups * B);
-  p.batch = int(B);
   const size_t outBytes = size_t(2 * ctas) * kHeads * kDv * sizeof(float);
   const size_t lseBytes = size_t(2 * ctas) * kHeads * sizeof(float);
   const size_t mergeBytes = size_t(ctas) * sizeof(BalancedMerge);
@@ -1249,12 +1248,6 @@ bool setDecodeClusterMerge(bool on) {
 }
 
 uint64_t decodeClusterLaunchCount() { return clusterLaunches().load(); }
-
-bool setDecodeBalanced(bool on) {
-  const bool previous = knobValue(Knob::DecodeBalance) != 0;
-  setKnobOverride(Knob::DecodeBalance, on ? 1 : 0);
-  return previous;
-}
 
 uint64_t decodeBalancedLaunchCount() { return balancedLaunches().load(); }
 

@@ -83,7 +83,6 @@ struct BalancedMerge {
   int64_t item;       ///< group * B + b
   int64_t firstCta;   ///< the CTA holding the item's first tile
   int64_t totalTiles; ///< T, for balancedBegin
-  int64_t pad;
 };
 
 /// The slot of CTA c's piece of the item merged by `owner` (firstCta <= c

@@ -1,6 +1,7 @@
 //===- CudaKernelsTest.cpp - Every CUDA kernel against the CPU reference --===//
 #include "CudaTestUtil.h"
 #include "cuda/DecodeCommon.h"
+#include "cuda/Knobs.h"
 
 #include <algorithm>
 #include <cstring>
@@ -638,7 +639,8 @@ INSTANTIATE_TEST_SUITE_P(
 
 /// A length past the block table and a block id outside the cache are
 /// reported as OutOfRange (and the bad block never read).
-void expectBadSeqLenReported(CudaDevice *dev, int64_t H) {
+void expectBadSeqLenReported(CudaDevice *dev, int64_t H,
+                             DecodeSchedule schedule = DecodeSchedule::Default) {
   SCOPED_TRACE("H=" + std::to_string(H));
   Cache cache(dev, CacheLayout::Plain, DType::BF16, 8, 16);
   Arr tab(dev, DType::I32, {1, 2});
@@ -650,14 +652,16 @@ void expectBadSeqLenReported(CudaDevice *dev, int64_t H) {
   Arr q = randomArr(dev, DType::BF16, {1, H, 576});
   Arr out(dev, DType::BF16, {1, H, 512});
   Status s = dev->kernels().decodeAttention(
-      {q.d(), cache.d(), tab.d(), len.d(), 0.1f, out.d(), {}, 0}, nullptr);
+      {q.d(), cache.d(), tab.d(), len.d(), 0.1f, out.d(), {}, 0, schedule},
+      nullptr);
   EXPECT_EQ(s.code(), StatusCode::OutOfRange) << s.message();
   tab.setI32({1, 99});
   tab.up(dev);
   len.setI32({20});
   len.up(dev);
   s = dev->kernels().decodeAttention(
-      {q.d(), cache.d(), tab.d(), len.d(), 0.1f, out.d(), {}, 0}, nullptr);
+      {q.d(), cache.d(), tab.d(), len.d(), 0.1f, out.d(), {}, 0, schedule},
+      nullptr);
   EXPECT_EQ(s.code(), StatusCode::OutOfRange) << s.message();
 }
 
@@ -870,12 +874,20 @@ TEST(CudaDecodeGraph, ClusterMergeReplaysWithNewData) {
 }
 
 // --- The balanced schedule (DecodeSchedule.h). ------------------------------
-// setDecodeBalanced (MLART_DECODE_BALANCE) switches the 16-head decode to
-// the schedule that cuts all sequences' tiles evenly over the SMs.
-struct BalancedSetting {
-  bool previous;
-  explicit BalancedSetting(bool on) : previous(cuda::setDecodeBalanced(on)) {}
-  ~BalancedSetting() { cuda::setDecodeBalanced(previous); }
+// DecodeAttentionArgs::schedule = Balanced cuts all sequences' tiles evenly
+// over the SMs; the MLART_DECODE_BALANCE knob makes it the default.
+DecodeAttentionArgs balancedArgs(DecodeInputs &in) {
+  DecodeAttentionArgs a = in.deviceArgs();
+  a.schedule = DecodeSchedule::Balanced;
+  return a;
+}
+
+/// Overrides MLART_DECODE_BALANCE for a scope.
+struct BalanceKnob {
+  explicit BalanceKnob(bool on) {
+    cuda::setKnobOverride(cuda::Knob::DecodeBalance, on ? 1 : 0);
+  }
+  ~BalanceKnob() { cuda::setKnobOverride(cuda::Knob::DecodeBalance, std::nullopt); }
 };
 
 // Mixed lengths (the maximum, 0 and random, or the edge set), 16 to 48
@@ -887,7 +899,6 @@ struct BalancedSetting {
 // once with every length 0.
 TEST(CudaDecodeBalanced, MatchesCpu) {
   REQUIRE_GPU();
-  BalancedSetting setting(true);
   struct Case {
     int64_t B, H, maxLen, edge;
   };
@@ -918,7 +929,7 @@ TEST(CudaDecodeBalanced, MatchesCpu) {
         in.len.up(dev);
       }
       const uint64_t before = cuda::decodeBalancedLaunchCount();
-      Status s = dev->kernels().decodeAttention(in.deviceArgs(), nullptr);
+      Status s = dev->kernels().decodeAttention(balancedArgs(in), nullptr);
       ASSERT_TRUE(s.ok()) << s.message();
       EXPECT_EQ(cuda::decodeBalancedLaunchCount() - before, 1u)
           << "the balanced schedule was not taken";
@@ -930,15 +941,14 @@ TEST(CudaDecodeBalanced, MatchesCpu) {
 // block ids are reported from the balanced kernel as from the others.
 TEST(CudaDecodeBalanced, ForcedSplitsAndErrors) {
   REQUIRE_GPU();
-  BalancedSetting setting(true);
   DecodeInputs in(dev, DecodeCase{4, 16, 64, CacheLayout::Plain, DType::BF16,
                                   DType::BF16, 3, 900, 1});
   const uint64_t before = cuda::decodeBalancedLaunchCount();
-  Status s = dev->kernels().decodeAttention(in.deviceArgs(), nullptr);
+  Status s = dev->kernels().decodeAttention(balancedArgs(in), nullptr);
   ASSERT_TRUE(s.ok()) << s.message();
   EXPECT_EQ(cuda::decodeBalancedLaunchCount(), before);
   in.expectMatchesCpu(dev, "forced 3 splits");
-  expectBadSeqLenReported(dev, 16);
+  expectBadSeqLenReported(dev, 16, DecodeSchedule::Balanced);
   EXPECT_GT(cuda::decodeBalancedLaunchCount(), before);
 }
 
@@ -947,7 +957,7 @@ TEST(CudaDecodeBalanced, ForcedSplitsAndErrors) {
 TEST(CudaDecodeBalanced, PerCallScheduleOverridesTheKnob) {
   REQUIRE_GPU();
   for (bool knob : {false, true}) {
-    BalancedSetting setting(knob);
+    BalanceKnob setting(knob);
     for (DecodeSchedule sched : {DecodeSchedule::PerSequence,
                                  DecodeSchedule::Balanced}) {
       const std::string tag =
@@ -980,14 +990,13 @@ TEST(CudaDecodeBalanced, PerCallScheduleOverridesTheKnob) {
 // device, so each replay cuts the new mix where it falls.
 TEST(CudaDecodeGraph, BalancedReplaysWithNewLengths) {
   REQUIRE_GPU();
-  BalancedSetting setting(true);
   StatusOr<Stream> stream = dev->createStream();
   ASSERT_TRUE(stream.ok()) << stream.status().message();
   StreamHandle st = stream->handle();
   DecodeInputs in(dev, DecodeCase{37, 16, 64, CacheLayout::Plain, DType::BF16,
                                   DType::BF16, 0, 3000, 0});
   ASSERT_TRUE(dev->beginCapture(st).ok());
-  Status s = dev->kernels().decodeAttention(in.deviceArgs(), st);
+  Status s = dev->kernels().decodeAttention(balancedArgs(in), st);
   StatusOr<GraphHandle> graph = dev->endCapture(st);
   ASSERT_TRUE(s.ok()) << s.message();
   ASSERT_TRUE(graph.ok()) << graph.status().message();
