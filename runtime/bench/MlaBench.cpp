@@ -4,7 +4,8 @@
 //                  [--cache-only] [--decode-h=H] [--decode-b=B] [--decode-l=L]
 //                  [--no-ceilings] [--codegen-only]
 //                  [--step=ARTIFACT ...] [--step-context=L] [--step-only]
-//                  [--update-t=T] [--gemm-only] [--decode-trace]
+//                  [--update-t=T] [--gemm-only] [--prefill-only]
+//                  [--decode-trace]
 //                  [--timeline=OUT.txt [--timeline-replays=N]
 //                   [--timeline-streams=N]] (with --step; needs CUPTI)
 // Times every kernel with CUDA events (warm-up, then the median of many
@@ -600,6 +601,81 @@ void benchCodegen(CudaDevice &dev, bool quick, std::mt19937 &rng) {
   }
 }
 
+/// Prefill attention (bf16, q/k 192, v 128: the DeepSeek heads) over
+/// `lens` new tokens a request with `ctx` cached tokens each (bs 64), on the
+/// tensor-core kernel and on the CUDA-core one (MLART_PREFILL_FLASH forced).
+/// FLOPs as executed: the causal new-token part in MHA form, 2 * H *
+/// n(n+1)/2 * (192 + 128) a request, and the context in absorbed form,
+/// 2 * H * n * ctx * (576 + 512). Bytes: q, k, v, out and the context rows.
+void benchPrefill(const KernelLibrary &k, std::mt19937 &rng, bool quick) {
+  struct Shape {
+    int64_t H;
+    std::vector<int32_t> lens;
+    int32_t ctx;
+    const char *name;
+  };
+  const Shape shapes[] = {
+      {16, {4096}, 0, "H=16 T=4096"},
+      {16, {1024, 1024, 1024, 1024}, 0, "H=16 4x1024"},
+      {128, {4096}, 0, "H=128 T=4096"},
+      {16, {256, 256, 256, 256}, 2048, "H=16 4x256 ctx 2048"},
+  };
+  for (const Shape &sh : shapes) {
+    const int64_t H = sh.H, R = int64_t(sh.lens.size());
+    std::vector<int32_t> qsl{0};
+    double flops = 0;
+    for (int32_t n : sh.lens) {
+      qsl.push_back(qsl.back() + n);
+      flops += 2.0 * H * (double(n) * (n + 1) / 2) * (192 + 128) +
+               2.0 * H * double(n) * sh.ctx * (576 + 512);
+    }
+    const int64_t T = qsl.back();
+    Buffer q = randomBf16(size_t(T * H * 192), rng);
+    Buffer kk = randomBf16(size_t(T * H * 192), rng);
+    Buffer v = randomBf16(size_t(T * H * 128), rng);
+    Buffer out = alloc(size_t(T * H * 128 * 2)), lse = alloc(size_t(T * H * 4));
+    Buffer loc = upload(qsl);
+    PrefillAttentionArgs a;
+    a.q = ten(q.data(), DType::BF16, {T, H, 192});
+    a.k = ten(kk.data(), DType::BF16, {T, H, 192});
+    a.v = ten(v.data(), DType::BF16, {T, H, 128});
+    a.queryStartLoc = ten(loc.data(), DType::I32, {R + 1});
+    a.softmaxScale = 1.0f / std::sqrt(192.0f);
+    a.out = ten(out.data(), DType::BF16, {T, H, 128});
+    a.lse = ten(lse.data(), DType::F32, {T, H});
+    double bytes = double(T) * H * (192 * 2 + 128 * 2) * 2;
+    Buffer cacheBuf, table, ctxLens, wuk, wuv;
+    if (sh.ctx > 0) {
+      const int64_t perSeq = (sh.ctx + 63) / 64, blocks = R * perSeq + 1;
+      cacheBuf = randomBf16(size_t(blocks * 64 * 576), rng);
+      a.cache.data = cacheBuf.data();
+      a.cache.desc.numBlocks = blocks;
+      a.cache.desc.blockSize = 64;
+      std::vector<int32_t> ids(size_t(blocks - 1));
+      std::iota(ids.begin(), ids.end(), 1);
+      std::shuffle(ids.begin(), ids.end(), rng);
+      table = upload(ids);
+      ctxLens = upload(std::vector<int32_t>(size_t(R), sh.ctx));
+      wuk = randomBf16(size_t(H * 128 * 512), rng);
+      wuv = randomBf16(size_t(H * 512 * 128), rng);
+      a.blockTable = ten(table.data(), DType::I32, {R, perSeq});
+      a.contextLens = ten(ctxLens.data(), DType::I32, {R});
+      a.wUK = ten(wuk.data(), DType::BF16, {H, 128, 512});
+      a.wUV = ten(wuv.data(), DType::BF16, {H, 512, 128});
+      bytes += double(R) * sh.ctx * 1152;
+    }
+    for (int flash : {1, 0}) {
+      cuda::setKnobOverride(cuda::Knob::PrefillFlash, flash);
+      auto fn = [&] { CHECK(k.prefillAttention(a, gStream)); };
+      const bool slow = !flash && (H > 16 || sh.ctx > 0);
+      const double ms = timeMs(fn, quick || slow ? 3 : 10, slow ? 1 : 2);
+      add(flash ? "prefill [flash]" : "prefill [CUDA cores]", sh.name, ms,
+          bytes, flops, ms);
+    }
+    cuda::setKnobOverride(cuda::Knob::PrefillFlash, std::nullopt);
+  }
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -607,6 +683,7 @@ int main(int argc, char **argv) {
   bool quick = false, decodeOnly = false, noH128 = false, cacheOnly = false;
   bool noCeilings = false, codegenOnly = false, stepOnly = false;
   bool gemmOnly = false; // ceilings + the step GEMM rows (cuBLAS vs skinny)
+  bool prefillOnly = false; // ceilings + the prefill rows
   std::vector<std::string> stepPaths;
   int64_t stepContext = 4095;
   int64_t updateT = 0;
@@ -644,6 +721,8 @@ int main(int argc, char **argv) {
       stepOnly = true;
     else if (std::string(argv[i]) == "--gemm-only")
       gemmOnly = true;
+    else if (std::string(argv[i]) == "--prefill-only")
+      prefillOnly = true;
     else if (std::string(argv[i]).rfind("--update-t=", 0) == 0)
       updateT = std::atoll(argv[i] + 11); // only cache_update at this T
     else if (std::string(argv[i]).rfind("--timeline=", 0) == 0)
@@ -721,7 +800,7 @@ int main(int argc, char **argv) {
     add("ceiling:copy", "2 GiB d2d (r+w)", ms, 2.0 * double(n), 0);
   }
   // Generated (PTX) cache writers beside the library's (docs/codegen.md).
-  if ((!decodeOnly || codegenOnly) && !updateT && !gemmOnly)
+  if ((!decodeOnly || codegenOnly) && !updateT && !gemmOnly && !prefillOnly)
     benchCodegen(*dev, quick, rng);
   if (codegenOnly)
     return 0;
@@ -741,6 +820,11 @@ int main(int argc, char **argv) {
       add("ceiling:gemm", "bf16 8192^3 (cuBLAS)", ms, 3.0 * n * n * 2,
           2.0 * double(n) * n * n);
     }
+  }
+  if (prefillOnly) {
+    benchPrefill(k, rng, quick);
+    writeJson(jsonPath, dev->deviceName());
+    return 0;
   }
   if (gemmOnly) {
     benchStepGemms(k, rng);
@@ -1038,6 +1122,8 @@ int main(int argc, char **argv) {
   }
   if (!decodeOnly)
     benchStepGemms(k, rng);
+  if (!decodeOnly && !cacheOnly)
+    benchPrefill(k, rng, quick);
 
   // Decode attention at the step's shape (B=64, H=16, L=4096, 65-block
   // table as the compiled step has), heuristic (splits=0) and forced splits.

@@ -26,7 +26,8 @@ constexpr Knob kAll[] = {Knob::Pdl,        Knob::DecodeCluster,
                          Knob::UpdateKernel, Knob::UpdateUnroll,
                          Knob::UpdateCtasPerSm, Knob::UpdateEarly,
                          Knob::UpdateHints, Knob::UpdateStages,
-                         Knob::DecodeBarrier, Knob::DecodeBalance};
+                         Knob::DecodeBarrier, Knob::DecodeBalance,
+                         Knob::PrefillFlash};
 static_assert(std::size(kAll) == kKnobCount);
 
 /// The documented defaults (docs/cuda.md, "Environment knobs").
@@ -39,7 +40,8 @@ const std::map<std::string, int> kDefaults = {
     {"MLART_UPDATE_KERNEL", 2}, {"MLART_UPDATE_UNROLL", 8},
     {"MLART_UPDATE_CTAS_PER_SM", 0}, {"MLART_UPDATE_EARLY", 1},
     {"MLART_UPDATE_HINTS", 1}, {"MLART_UPDATE_STAGES", 2},
-    {"MLART_DECODE_BARRIER", 1}, {"MLART_DECODE_BALANCE", 0}};
+    {"MLART_DECODE_BARRIER", 1}, {"MLART_DECODE_BALANCE", 0},
+    {"MLART_PREFILL_FLASH", 0}};
 
 TEST(Knobs, TableNamesAndDefaults) {
   for (Knob k : kAll) {

@@ -16,15 +16,19 @@
 // kernel merges them with their LSEs (nothing to merge with one split).
 //
 // Every other dtype/layout/head count takes a simple CUDA-core fallback (one
-// CTA per (sequence, head)), as does prefillAttention (one CTA per (token,
-// head), warp-per-key online softmax, cached context attended in absorbed
-// form: q_nope @ W_UK against the latent, latent accumulator @ W_UV).
+// CTA per (sequence, head)). prefillAttention runs the new tokens on the
+// tensor cores where the head shape allows (PrefillFlashKernel.cu); the
+// CUDA-core prefill kernel here (one CTA per (token, head), warp-per-key
+// online softmax) takes the rest, and the cached context in absorbed form
+// (q_nope @ W_UK against the latent, latent accumulator @ W_UV), merging
+// into the flash kernel's partials by their LSEs when both ran.
 //
 //===----------------------------------------------------------------------===//
 #include "cuda/CudaCommon.h"
 #include "cuda/DecodeCommon.h"
 #include "cuda/Knobs.h"
 #include "cuda/Launch.h"
+#include "cuda/PrefillFlash.h"
 #include "cpu/TensorAccess.h"
 
 #include <cooperative_groups.h>
@@ -1452,6 +1456,10 @@ struct PrefillParams {
   int wukType, wuvType;
   int64_t wukS0, wukS1, wuvS0, wuvS1;
   DeviceErrorRecord *rec;
+  // When set, the new tokens were attended by prefillFlashKernel: its
+  // normalised f32 rows [T, H, vDim] and LSEs [T, H]. This kernel then
+  // attends the context only and merges the two.
+  const float *newPart, *newLse;
 };
 
 constexpr int kPfThreads = 128, kPfWarps = 4;
@@ -1485,6 +1493,8 @@ __global__ void prefillKernel(PrefillParams p) {
   } else if (end > p.T && tid == 0 && i == 0 && h == 0) {
     atomicMin(&p.rec->badSeqIndex, p.R);
   }
+  if (i == 0 && h == 0)
+    reportUnorderedBounds(p.qsl, p.R, p.rec);
   const int qes = p.qType == int(DType::F32) ? 4 : 2;
   const int kes = p.kType == int(DType::F32) ? 4 : 2;
   const int ves = p.vType == int(DType::F32) ? 4 : 2;
@@ -1551,9 +1561,9 @@ __global__ void prefillKernel(PrefillParams p) {
       for (int k = 0; k < kPfMaxV; ++k)
         aV[k] *= alpha;
     }
-    // New tokens, causal.
-    const int start = p.qsl[r];
-    for (int j = start + warp; j <= i; j += kPfWarps) {
+    // New tokens, causal (unless the flash kernel did them).
+    const int start = p.newPart ? i + 1 : p.qsl[r];
+    for (int j = max(start, 0) + warp; j <= i; j += kPfWarps) {
       const char *kr = static_cast<const char *>(p.k) + (j * p.kS0 + h * p.kS1) * kes;
       float part = 0.0f;
       for (int d = lane; d < p.qkDim; d += 32)
@@ -1600,9 +1610,21 @@ __global__ void prefillKernel(PrefillParams p) {
     }
   }
   __syncthreads();
+  // Weights of this kernel's part (wc) and of the flash kernel's (wn).
+  float wc = 1.0f, wn = 0.0f;
+  if (p.newPart) {
+    const float lseNew = p.newLse[int64_t(i) * p.H + h];
+    const float top = fmaxf(M, lseNew);
+    wc = L > 0.0f ? expf(M - top) : 0.0f;
+    wn = lseNew == -INFINITY ? 0.0f : expf(lseNew - top);
+    L = L * wc + wn;
+    M = top;
+  }
   const float inv = L > 0.0f ? 1.0f / L : 0.0f;
   const int wes = p.wuvType == int(DType::F32) ? 4 : 2;
   const char *wv = static_cast<const char *>(p.wUV);
+  const float *mine =
+      p.newPart ? p.newPart + (int64_t(i) * p.H + h) * p.vDim : nullptr;
   for (int c = tid; c < p.vDim; c += kPfThreads) {
     float s = 0.0f;
     for (int w = 0; w < kPfWarps; ++w)
@@ -1610,6 +1632,9 @@ __global__ void prefillKernel(PrefillParams p) {
     if (ctxLen > 0)
       for (int n = 0; n < p.c.latent; ++n)
         s += qAbs[n] * loadF(wv + (h * p.wuvS0 + n * p.wuvS1) * wes, p.wuvType, c);
+    s *= wc;
+    if (mine)
+      s += mine[c] * wn;
     storeF(p.out, p.outType, i * p.oS0 + h * p.oS1 + c, s * inv);
   }
   if (p.lse && tid == 0)
@@ -1717,9 +1742,62 @@ Status prefillAttention(CudaContext &ctx, const PrefillAttentionArgs &a,
     lock.lock();
     MLART_RETURN_IF_ERROR(resetRecord(ctx, stream));
   }
-  MLART_RETURN_IF_ERROR(launchKernel("prefillKernel", prefillKernel,
-                                     dim3(unsigned(T), unsigned(H)),
-                                     kPfThreads, 0, stream, p));
+  void *work = nullptr;
+  if (knobValue(Knob::PrefillFlash) != 0 &&
+      prefillFlashSupports(a.q, a.k, a.v, a.out)) {
+    PrefillFlashParams f;
+    f.q = p.q;
+    f.k = p.k;
+    f.v = p.v;
+    f.dtype = p.qType;
+    f.qS0 = p.qS0;
+    f.qS1 = p.qS1;
+    f.kS0 = p.kS0;
+    f.kS1 = p.kS1;
+    f.vS0 = p.vS0;
+    f.vS1 = p.vS1;
+    f.qsl = p.qsl;
+    f.R = p.R;
+    f.T = p.T;
+    f.H = p.H;
+    f.scale = p.scale;
+    if (hasCtx) {
+      // The context kernel below merges into these partials.
+      const size_t rows = size_t(T) * size_t(H);
+      MLART_CUDA_CHECK(
+          cudaMallocAsync(&work, rows * (kFlashVDim + 1) * sizeof(float),
+                          stream),
+          "cudaMallocAsync(prefill partials)");
+      f.partial = static_cast<float *>(work);
+      f.lse = f.partial + rows * kFlashVDim;
+      f.lS0 = H;
+      f.lS1 = 1;
+      p.newPart = f.partial;
+      p.newLse = f.lse;
+    } else {
+      f.out = p.out;
+      f.outType = p.outType;
+      f.oS0 = p.oS0;
+      f.oS1 = p.oS1;
+      f.lse = p.lse;
+      f.lS0 = p.lS0;
+      f.lS1 = p.lS1;
+    }
+    const Status s = launchPrefillFlash(f, ctx.deviceRecord, stream);
+    if (!s.ok() || !hasCtx) {
+      if (work)
+        cudaFreeAsync(work, stream);
+      MLART_RETURN_IF_ERROR(s);
+      return finishChecked(ctx, stream, lock);
+    }
+  }
+  const Status s = launchKernel("prefillKernel", prefillKernel,
+                                dim3(unsigned(T), unsigned(H)), kPfThreads, 0,
+                                stream, p);
+  if (work)
+    MLART_CUDA_CHECK(cudaFreeAsync(work, stream),
+                     "cudaFreeAsync(prefill partials)");
+  MLART_RETURN_IF_ERROR(s);
   return finishChecked(ctx, stream, lock);
 }
 

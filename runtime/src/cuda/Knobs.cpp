@@ -66,6 +66,10 @@ constexpr KnobSpec kKnobs[kKnobCount] = {
     // the SMs (DecodeSchedule.h) instead of giving every sequence the same
     // split count; 0: the per-sequence splits and their cluster merge.
     spec(Knob::DecodeBalance, "MLART_DECODE_BALANCE", 0, kOffOn),
+    // 1: prefill's new-token attention on the tensor cores where the head
+    // shape allows it (PrefillFlash.h); 0: the CUDA-core kernel for all.
+    // Off until the kernel has passed the GPU suite on the H200.
+    spec(Knob::PrefillFlash, "MLART_PREFILL_FLASH", 0, kOffOn),
 };
 
 constexpr bool inKnobOrder() {
@@ -83,7 +87,7 @@ std::atomic<int> overrides[kKnobCount] = {
     kNoOverride, kNoOverride, kNoOverride, kNoOverride, kNoOverride,
     kNoOverride, kNoOverride, kNoOverride, kNoOverride, kNoOverride,
     kNoOverride, kNoOverride, kNoOverride, kNoOverride, kNoOverride,
-    kNoOverride, kNoOverride};
+    kNoOverride, kNoOverride, kNoOverride};
 
 const KnobValues &environmentKnobs() {
   static const KnobValues values = [] {

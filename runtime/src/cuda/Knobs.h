@@ -36,8 +36,9 @@ enum class Knob : int {
   UpdateStages,      ///< MLART_UPDATE_STAGES: the bulk kernel's ring
   DecodeBarrier,     ///< MLART_DECODE_BARRIER: the cluster merge's barriers
   DecodeBalance,     ///< MLART_DECODE_BALANCE: the balanced decode schedule
+  PrefillFlash,      ///< MLART_PREFILL_FLASH: the tensor-core prefill kernel
 };
-constexpr int kKnobCount = 17;
+constexpr int kKnobCount = 18;
 
 /// MLART_DECODE_MANY's value for "force"; 0 is off, 1 on (by shape), 2..6
 /// on with that timing variant of the cp.async kernel.

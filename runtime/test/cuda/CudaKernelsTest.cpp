@@ -2,6 +2,7 @@
 #include "CudaTestUtil.h"
 #include "cuda/DecodeCommon.h"
 #include "cuda/Knobs.h"
+#include "cuda/PrefillFlash.h"
 
 #include <algorithm>
 #include <cstring>
@@ -1014,74 +1015,177 @@ TEST(CudaDecodeGraph, BalancedReplaysWithNewLengths) {
 }
 
 // --- Prefill. ----------------------------------------------------------------
+// One packed prefill batch: requests by queryStartLoc (tokens past its end
+// are padding), optional cached context per request.
+struct PrefillCase {
+  DType dt = DType::BF16;    ///< q, k, v
+  DType outDt = DType::BF16; ///< out
+  int64_t H = 4;
+  std::vector<int32_t> qsl;
+  int64_t T = 0;
+  std::vector<int32_t> ctxLens; ///< empty: no context
+};
+
+/// The prefill forces MLART_PREFILL_FLASH to `flash` while alive.
+struct PrefillFlashKnob {
+  explicit PrefillFlashKnob(bool flash) {
+    cuda::setKnobOverride(cuda::Knob::PrefillFlash, flash ? 1 : 0);
+  }
+  ~PrefillFlashKnob() {
+    cuda::setKnobOverride(cuda::Knob::PrefillFlash, std::nullopt);
+  }
+};
+
+/// Runs `c` on the CPU and the GPU (fresh random inputs, poisoned outputs)
+/// and compares out and LSE.
+void expectPrefillMatchesCpu(CudaDevice *dev, const PrefillCase &c) {
+  const int64_t H = c.H, nope = 128, rope = 64, vDim = 128, T = c.T;
+  const int64_t R = int64_t(c.qsl.size()) - 1;
+  Arr q = randomArr(dev, c.dt, {T, H, nope + rope});
+  Arr k = randomArr(dev, c.dt, {T, H, nope + rope});
+  Arr v = randomArr(dev, c.dt, {T, H, vDim});
+  Arr loc(dev, DType::I32, {R + 1});
+  loc.setI32(c.qsl);
+  loc.up(dev);
+  Arr out(dev, c.outDt, {T, H, vDim}), lse(dev, DType::F32, {T, H});
+  out.poison();
+  out.up(dev);
+  lse.poison();
+  lse.up(dev);
+  const float scale = 1.0f / std::sqrt(192.0f);
+  PrefillAttentionArgs h{q.h(), k.h(), v.h(), loc.h(), scale, out.h(), lse.h()};
+  PrefillAttentionArgs g{q.d(), k.d(), v.d(), loc.d(), scale, out.d(), lse.d()};
+  const int64_t maxBlocks = 8, blockSize = 16;
+  Cache cache(dev, CacheLayout::Plain, DType::BF16, 40, blockSize);
+  Arr tab(dev, DType::I32, {std::max<int64_t>(R, 1), maxBlocks});
+  Arr clen(dev, DType::I32, {std::max<int64_t>(R, 1)});
+  Arr wuk = randomArr(dev, c.dt, {H, nope, 512}, -0.1f, 0.1f);
+  Arr wuv = randomArr(dev, c.dt, {H, 512, vDim}, -0.1f, 0.1f);
+  if (!c.ctxLens.empty()) {
+    {
+      const int64_t n = cache.desc.numSlots();
+      Arr kv(dev, DType::BF16, {n, 512}), kp(dev, DType::BF16, {n, 64});
+      kv.random();
+      kp.random();
+      std::vector<int64_t> sl(static_cast<size_t>(n));
+      std::iota(sl.begin(), sl.end(), 0);
+      Arr slots(dev, DType::I64, {n});
+      slots.setI64(sl);
+      ASSERT_TRUE(
+          cpu().cacheUpdate({kv.h(), kp.h(), slots.h(), cache.h()}, nullptr).ok());
+      cache.bytes.up(dev);
+    }
+    std::vector<int32_t> t(static_cast<size_t>(R * maxBlocks));
+    for (size_t i = 0; i < t.size(); ++i)
+      t[i] = int32_t(1 + (i * 7) % 39);
+    tab.setI32(t);
+    tab.up(dev);
+    clen.setI32(c.ctxLens);
+    clen.up(dev);
+    h.cache = cache.h();
+    g.cache = cache.d();
+    h.blockTable = tab.h();
+    g.blockTable = tab.d();
+    h.contextLens = clen.h();
+    g.contextLens = clen.d();
+    h.wUK = wuk.h();
+    g.wUK = wuk.d();
+    h.wUV = wuv.h();
+    g.wUV = wuv.d();
+  }
+  ASSERT_TRUE(cpu().prefillAttention(h, nullptr).ok());
+  Status s = dev->kernels().prefillAttention(g, nullptr);
+  ASSERT_TRUE(s.ok()) << s.message();
+  EXPECT_LT(relErr(out, out.down(dev)), 1.5e-2);
+  auto lg = lse.down(dev);
+  int lseBad = 0;
+  for (int64_t i = 0; i < lse.numel(); ++i) {
+    const float r = lse.get(i), gv = loadAsFloat(lg.data(), DType::F32, size_t(i));
+    const bool ok = std::isinf(r) ? r == gv : std::fabs(r - gv) <= 2e-2;
+    if (!ok && ++lseBad <= 5)
+      ADD_FAILURE() << "lse " << i << ": cpu " << r << ", gpu " << gv;
+  }
+}
+
 TEST(CudaPrefill, MatchesCpuWithAndWithoutContext) {
   REQUIRE_GPU();
-  for (bool ctx : {false, true}) {
-    const int64_t H = 4, nope = 128, rope = 64, vDim = 128;
-    std::vector<int32_t> qsl = {0, 5, 5, 37, 40};
-    const int64_t T = 42; // two padding tokens
-    const int64_t R = int64_t(qsl.size()) - 1;
-    Arr q = randomArr(dev, DType::BF16, {T, H, nope + rope});
-    Arr k = randomArr(dev, DType::BF16, {T, H, nope + rope});
-    Arr v = randomArr(dev, DType::BF16, {T, H, vDim});
-    Arr loc(dev, DType::I32, {R + 1});
-    loc.setI32(qsl);
-    loc.up(dev);
-    Arr out(dev, DType::BF16, {T, H, vDim}), lse(dev, DType::F32, {T, H});
-    out.poison();
-    out.up(dev);
-    lse.poison();
-    lse.up(dev);
-    const float scale = 1.0f / std::sqrt(192.0f);
-    PrefillAttentionArgs h{q.h(), k.h(), v.h(), loc.h(), scale, out.h(), lse.h()};
-    PrefillAttentionArgs g{q.d(), k.d(), v.d(), loc.d(), scale, out.d(), lse.d()};
-    Cache cache(dev, CacheLayout::Plain, DType::BF16, 40, 16);
-    Arr tab(dev, DType::I32, {R, 4}), clen(dev, DType::I32, {R});
-    Arr wuk = randomArr(dev, DType::BF16, {H, nope, 512}, -0.1f, 0.1f);
-    Arr wuv = randomArr(dev, DType::BF16, {H, 512, vDim}, -0.1f, 0.1f);
-    if (ctx) {
-      {
-        const int64_t n = cache.desc.numSlots();
-        Arr kv(dev, DType::BF16, {n, 512}), kp(dev, DType::BF16, {n, 64});
-        kv.random();
-        kp.random();
-        std::vector<int64_t> s(static_cast<size_t>(n));
-        std::iota(s.begin(), s.end(), 0);
-        Arr sl(dev, DType::I64, {n});
-        sl.setI64(s);
-        ASSERT_TRUE(cpu().cacheUpdate({kv.h(), kp.h(), sl.h(), cache.h()}, nullptr).ok());
-        cache.bytes.up(dev);
-      }
-      std::vector<int32_t> t(static_cast<size_t>(R * 4));
-      for (size_t i = 0; i < t.size(); ++i)
-        t[i] = int32_t(1 + (i * 7) % 39);
-      tab.setI32(t);
-      tab.up(dev);
-      clen.setI32({17, 0, 64, 3});
-      clen.up(dev);
-      h.cache = cache.h();
-      g.cache = cache.d();
-      h.blockTable = tab.h();
-      g.blockTable = tab.d();
-      h.contextLens = clen.h();
-      g.contextLens = clen.d();
-      h.wUK = wuk.h();
-      g.wUK = wuk.d();
-      h.wUV = wuv.h();
-      g.wUV = wuv.d();
+  for (bool flash : {true, false}) {
+    const PrefillFlashKnob knob(flash);
+    for (bool ctx : {false, true}) {
+      SCOPED_TRACE(std::string(flash ? "flash" : "CUDA cores") +
+                   (ctx ? ", context" : ""));
+      const uint64_t before = cuda::prefillFlashLaunchCount();
+      PrefillCase c;
+      c.qsl = {0, 5, 5, 37, 40};
+      c.T = 42; // two padding tokens
+      if (ctx)
+        c.ctxLens = {17, 0, 64, 3};
+      expectPrefillMatchesCpu(dev, c);
+      EXPECT_EQ(cuda::prefillFlashLaunchCount() - before, flash ? 1u : 0u);
     }
-    ASSERT_TRUE(cpu().prefillAttention(h, nullptr).ok());
-    Status s = dev->kernels().prefillAttention(g, nullptr);
-    ASSERT_TRUE(s.ok()) << s.message();
-    EXPECT_LT(relErr(out, out.down(dev)), 1.5e-2) << "context " << ctx;
-    auto lg = lse.down(dev);
-    for (int64_t i = 0; i < lse.numel(); ++i) {
-      const float r = lse.get(i), gv = loadAsFloat(lg.data(), DType::F32, size_t(i));
-      if (std::isinf(r)) {
-        EXPECT_EQ(r, gv) << i;
-        continue;
+  }
+}
+
+// The tensor-core kernel's 64-token chunks: requests of 1, 63, 64, 65 and
+// 200 tokens that start and end inside chunks, an empty request, padding,
+// context of 0..128 tokens, both input dtypes and three output dtypes.
+TEST(CudaPrefillFlash, MatchesCpuAcrossChunksAndRequests) {
+  REQUIRE_GPU();
+  const PrefillFlashKnob knob(true);
+  for (DType dt : {DType::BF16, DType::F16})
+    for (DType outDt : {DType::BF16, DType::F32, DType::F16})
+      for (bool ctx : {false, true}) {
+        if (outDt == DType::F16 && dt == DType::BF16)
+          continue;
+        SCOPED_TRACE(std::string(dtypeName(dt)) + " -> " + dtypeName(outDt) +
+                     (ctx ? ", context" : ""));
+        const uint64_t before = cuda::prefillFlashLaunchCount();
+        PrefillCase c;
+        c.dt = dt;
+        c.outDt = outDt;
+        c.H = 3;
+        c.qsl = {0, 1, 64, 128, 128, 193, 393};
+        c.T = 400;
+        if (ctx)
+          c.ctxLens = {0, 17, 128, 5, 64, 1};
+        expectPrefillMatchesCpu(dev, c);
+        EXPECT_EQ(cuda::prefillFlashLaunchCount() - before, 1u);
       }
-      EXPECT_NEAR(r, gv, 2e-2) << i;
+}
+
+// One long request: whole unmasked tiles far from the diagonal.
+TEST(CudaPrefillFlash, LongRequestMatchesCpu) {
+  REQUIRE_GPU();
+  const PrefillFlashKnob knob(true);
+  PrefillCase c;
+  c.H = 2;
+  c.qsl = {0, 1000};
+  c.T = 1000;
+  expectPrefillMatchesCpu(dev, c);
+}
+
+// Request bounds are device data: bounds that decrease, or an end past the
+// tokens, are reported, and no row outside [0, T) is read (memcheck).
+TEST(CudaPrefillFlash, MalformedBoundsAreReported) {
+  REQUIRE_GPU();
+  for (bool flash : {true, false}) {
+    const PrefillFlashKnob knob(flash);
+    SCOPED_TRACE(flash ? "flash" : "CUDA cores");
+    const int64_t T = 70, H = 2;
+    Arr q = randomArr(dev, DType::BF16, {T, H, 192});
+    Arr k = randomArr(dev, DType::BF16, {T, H, 192});
+    Arr v = randomArr(dev, DType::BF16, {T, H, 128});
+    Arr out(dev, DType::BF16, {T, H, 128});
+    for (const std::vector<int32_t> &qsl :
+         {std::vector<int32_t>{0, 50, 20, 70}, std::vector<int32_t>{-5, 30, 70},
+          std::vector<int32_t>{0, 30, 71}}) {
+      Arr loc(dev, DType::I32, {int64_t(qsl.size())});
+      loc.setI32(qsl);
+      loc.up(dev);
+      Status s = dev->kernels().prefillAttention(
+          {q.d(), k.d(), v.d(), loc.d(), 0.1f, out.d(), {}}, nullptr);
+      EXPECT_EQ(s.code(), StatusCode::OutOfRange)
+          << qsl[1] << ": " << s.message();
     }
   }
 }

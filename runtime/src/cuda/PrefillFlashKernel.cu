@@ -1,0 +1,391 @@
+//===- PrefillFlashKernel.cu - Tensor-core causal prefill (new tokens) ----===//
+//
+// Flash attention over the new tokens of a packed prefill batch, MHA form:
+// out[i, h] = softmax_j(scale * q[i, h] . k[j, h]) v[j, h] over the keys j
+// of token i's request with j <= i.
+//
+// One CTA of 4 warps takes 64 consecutive packed tokens (a chunk) of one
+// head; warp w owns rows 16w..16w+15. A chunk may straddle requests: each
+// row masks keys outside [its request's start, itself], and the CTA walks
+// the union of its rows' key ranges in 64-key tiles. Tiles are staged in
+// shared memory by cp.async (two stages: the next tile's K and V load while
+// this one is used); S = Q K^T and O += P V run as mma.sync m16n8k16
+// (bf16 or f16 in, f32 accumulate), the query's fragments stay in
+// registers, P is re-packed from S's accumulators without shared memory,
+// and the softmax is online in the log2 domain. Chunks are scheduled
+// longest key range first (the last chunks of a causal request).
+//
+// Rows of padding tokens (at or past queryStartLoc[R]) and rows whose
+// request bounds are malformed get zeros and an LSE of -inf; malformed
+// bounds are also recorded (badSeqIndex), and no load ever leaves [0, T).
+//
+//===----------------------------------------------------------------------===//
+#include "cuda/PrefillFlash.h"
+
+#include "cuda/Launch.h"
+#include "cuda/Sm90Ptx.h"
+
+#include <atomic>
+#include <climits>
+#include <cmath>
+
+namespace mlart::cuda {
+namespace {
+
+constexpr int kBM = 64, kBN = 64, kThreads = 128;
+constexpr int kQk = kFlashQkDim, kV = kFlashVDim;
+// Padded shared-memory rows (elements): eight consecutive rows start in
+// eight different 16-byte bank groups, so ldmatrix is conflict-free.
+constexpr int kQkRow = kQk + 8, kVRow = kV + 8;
+constexpr int kQkChunks = kQk / 8, kVChunks = kV / 8; // 16-byte pieces a row
+constexpr int kKSteps = kQk / 16;                     // k-steps of S
+constexpr int kSTiles = kBN / 8, kOTiles = kV / 8;    // n8 tiles of S and O
+constexpr size_t kSmemBytes =
+    size_t(kBM * kQkRow + 2 * kBN * kQkRow + 2 * kBN * kVRow) * 2;
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr float kLn2 = 0.6931471805599453f;
+
+std::atomic<uint64_t> &flashLaunches() {
+  static std::atomic<uint64_t> n{0};
+  return n;
+}
+
+template <bool kHalf>
+__device__ __forceinline__ void mma16816(float (&d)[4], const uint32_t (&a)[4],
+                                         uint32_t b0, uint32_t b1) {
+  if constexpr (kHalf)
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+                 "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0),
+                   "r"(b1));
+  else
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+                 "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0),
+                   "r"(b1));
+}
+
+/// Two probabilities as one A-operand register (lo at the lower column).
+template <bool kHalf> __device__ __forceinline__ uint32_t packPair(float lo, float hi) {
+  if constexpr (kHalf) {
+    const __half2 h = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<const uint32_t *>(&h);
+  } else {
+    const __nv_bfloat162 b = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<const uint32_t *>(&b);
+  }
+}
+
+/// cp.async of 64 rows (`valid` of them real, the rest zero-filled) of
+/// `chunks` 16-byte pieces: row r is src + (first + r) * stride.
+__device__ __forceinline__ void loadRows(uint16_t *dst, int rowElems,
+                                         const uint16_t *src, int64_t stride,
+                                         int64_t first, int valid, int chunks) {
+  for (int c = int(threadIdx.x); c < kBN * chunks; c += kThreads) {
+    const int r = c / chunks, u = c - r * chunks;
+    const bool ok = r < valid;
+    const uint16_t *from = ok ? src + (first + r) * stride + u * 8 : src;
+    sm90::cpAsync16Bytes(sm90::smemU32(dst + r * rowElems + u * 8), from,
+                         ok ? 16 : 0);
+  }
+}
+
+/// The request start of packed token i, or INT_MAX when i is padding or
+/// its request's bounds are malformed (recorded).
+__device__ __forceinline__ int requestStart(const PrefillFlashParams &p,
+                                            DeviceErrorRecord *rec, int end,
+                                            int i) {
+  if (i >= end)
+    return INT_MAX;
+  int lo = 0, hi = p.R - 1;
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) / 2;
+    if (p.qsl[mid] <= i)
+      lo = mid;
+    else
+      hi = mid - 1;
+  }
+  const int start = p.qsl[lo];
+  if (start < 0 || start > i) {
+    atomicMin(&rec->badSeqIndex, lo);
+    return INT_MAX;
+  }
+  return start;
+}
+
+template <bool kHalf>
+__global__ void __launch_bounds__(kThreads, 2)
+    prefillFlashKernel(PrefillFlashParams p, DeviceErrorRecord *rec) {
+  pdlPrologue();
+  extern __shared__ __align__(16) uint16_t smem[];
+  uint16_t *qs = smem;
+  uint16_t *ks = qs + kBM * kQkRow;  // 2 stages
+  uint16_t *vs = ks + 2 * kBN * kQkRow; // 2 stages
+  __shared__ int rangeLo[4], rangeHi[4], startMax[4];
+
+  const int tid = int(threadIdx.x), lane = tid & 31, warp = tid >> 5;
+  const int g = lane >> 2, t = lane & 3;
+  const int h = int(blockIdx.y);
+  const int chunk = int(gridDim.x - 1 - blockIdx.x); // longest ranges first
+  const int first = chunk * kBM;
+
+  int end = p.R > 0 ? p.qsl[p.R] : 0;
+  if (end < 0 || end > p.T) {
+    if (tid == 0 && blockIdx.x == 0 && h == 0)
+      atomicMin(&rec->badSeqIndex, p.R);
+    end = 0; // everything is padding
+  }
+  if (blockIdx.x == 0 && h == 0)
+    reportUnorderedBounds(p.qsl, p.R, rec);
+  // This thread's two rows (g and g + 8 of the warp's 16).
+  int row[2], start[2];
+#pragma unroll
+  for (int e = 0; e < 2; ++e) {
+    row[e] = first + 16 * warp + g + 8 * e;
+    start[e] = requestStart(p, rec, end, row[e]);
+  }
+  // The CTA's key range [lo, hi] and the latest request start among its
+  // rows (a tile at or past it and before the first row needs no mask).
+  {
+    int lo = INT_MAX, hi = -1, smax = -1;
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      const bool ok = start[e] != INT_MAX;
+      lo = min(lo, ok ? start[e] : INT_MAX);
+      hi = max(hi, ok ? row[e] : -1);
+      smax = max(smax, ok ? start[e] : INT_MAX);
+    }
+    for (int o = 16; o > 0; o >>= 1) {
+      lo = min(lo, __shfl_xor_sync(0xffffffffu, lo, o));
+      hi = max(hi, __shfl_xor_sync(0xffffffffu, hi, o));
+      smax = max(smax, __shfl_xor_sync(0xffffffffu, smax, o));
+    }
+    if (lane == 0) {
+      rangeLo[warp] = lo;
+      rangeHi[warp] = hi;
+      startMax[warp] = smax;
+    }
+  }
+  __syncthreads();
+  int lo = INT_MAX, hi = -1, smax = -1;
+  for (int w = 0; w < 4; ++w) {
+    lo = min(lo, rangeLo[w]);
+    hi = max(hi, rangeHi[w]);
+    smax = max(smax, startMax[w]);
+  }
+  const int tiles = hi >= lo ? (hi - lo) / kBN + 1 : 0;
+
+  const uint16_t *qBase = static_cast<const uint16_t *>(p.q) + h * p.qS1;
+  const uint16_t *kBase = static_cast<const uint16_t *>(p.k) + h * p.kS1;
+  const uint16_t *vBase = static_cast<const uint16_t *>(p.v) + h * p.vS1;
+  auto loadTile = [&](int tile) {
+    const int stage = tile & 1;
+    const int from = lo + tile * kBN;
+    const int valid = min(kBN, hi - from + 1);
+    loadRows(ks + stage * kBN * kQkRow, kQkRow, kBase, p.kS0, from, valid,
+             kQkChunks);
+    loadRows(vs + stage * kBN * kVRow, kVRow, vBase, p.vS0, from, valid,
+             kVChunks);
+  };
+  if (tiles > 0) {
+    loadRows(qs, kQkRow, qBase, p.qS0, first, min(kBM, end - first),
+             kQkChunks);
+    loadTile(0);
+  }
+  sm90::cpCommit();
+
+  float o[kOTiles][4];
+#pragma unroll
+  for (int n = 0; n < kOTiles; ++n)
+#pragma unroll
+    for (int e = 0; e < 4; ++e)
+      o[n][e] = 0.0f;
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+  uint32_t qf[kKSteps][4];
+  const float scaleLog2 = p.scale * kLog2e;
+
+  for (int tile = 0; tile < tiles; ++tile) {
+    if (tile + 1 < tiles)
+      loadTile(tile + 1);
+    sm90::cpCommit();
+    sm90::cpWaitGroup<1>(); // this tile (and the query) has landed
+    __syncthreads();
+    if (tile == 0)
+#pragma unroll
+      for (int kk = 0; kk < kKSteps; ++kk)
+        sm90::ldsm4(qf[kk],
+                    sm90::smemU32(qs + (16 * warp + (lane & 7) +
+                                        ((lane >> 3) & 1) * 8) * kQkRow +
+                                  kk * 16 + (lane >> 4) * 8));
+    const uint16_t *kt = ks + (tile & 1) * kBN * kQkRow;
+    const uint16_t *vt = vs + (tile & 1) * kBN * kVRow;
+
+    // S = Q K^T for this warp's 16 rows and the tile's 64 keys.
+    float s[kSTiles][4];
+#pragma unroll
+    for (int n = 0; n < kSTiles; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        s[n][e] = 0.0f;
+#pragma unroll
+    for (int kk = 0; kk < kKSteps; ++kk)
+#pragma unroll
+      for (int np = 0; np < kSTiles / 2; ++np) {
+        uint32_t b[4];
+        sm90::ldsm4(b, sm90::smemU32(kt + (np * 16 + (lane & 7) +
+                                           ((lane >> 4) << 3)) * kQkRow +
+                                     kk * 16 + ((lane >> 3) & 1) * 8));
+        mma16816<kHalf>(s[2 * np], qf[kk], b[0], b[1]);
+        mma16816<kHalf>(s[2 * np + 1], qf[kk], b[2], b[3]);
+      }
+
+    // Scale, mask, online softmax (rows g and g + 8).
+    const int from = lo + tile * kBN;
+    const bool unmasked = from >= smax && from + kBN - 1 <= first &&
+                          smax != INT_MAX;
+    float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+    for (int n = 0; n < kSTiles; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int r = e >> 1;
+        const int key = from + 8 * n + 2 * t + (e & 1);
+        float v = s[n][e] * scaleLog2;
+        if (!unmasked && (key < start[r] || key > row[r]))
+          v = -INFINITY;
+        s[n][e] = v;
+        mx[r] = fmaxf(mx[r], v);
+      }
+    float alpha[2], mUse[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+      const float mNew = fmaxf(m[r], mx[r]);
+      mUse[r] = mNew == -INFINITY ? 0.0f : mNew;
+      alpha[r] = exp2f(m[r] - mUse[r]);
+      m[r] = mNew;
+    }
+    float rowSum[2] = {0.0f, 0.0f};
+#pragma unroll
+    for (int n = 0; n < kSTiles; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const float pv = exp2f(s[n][e] - mUse[e >> 1]);
+        s[n][e] = pv;
+        rowSum[e >> 1] += pv;
+      }
+#pragma unroll
+    for (int r = 0; r < 2; ++r)
+      l[r] = l[r] * alpha[r] + rowSum[r];
+#pragma unroll
+    for (int n = 0; n < kOTiles; ++n) {
+      o[n][0] *= alpha[0];
+      o[n][1] *= alpha[0];
+      o[n][2] *= alpha[1];
+      o[n][3] *= alpha[1];
+    }
+
+    // O += P V: S's accumulators of keys 16kk..16kk+15 are P's A fragment.
+#pragma unroll
+    for (int kk = 0; kk < kBN / 16; ++kk) {
+      const uint32_t pa[4] = {
+          packPair<kHalf>(s[2 * kk][0], s[2 * kk][1]),
+          packPair<kHalf>(s[2 * kk][2], s[2 * kk][3]),
+          packPair<kHalf>(s[2 * kk + 1][0], s[2 * kk + 1][1]),
+          packPair<kHalf>(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+#pragma unroll
+      for (int cp = 0; cp < kOTiles / 2; ++cp) {
+        uint32_t b[4];
+        sm90::ldsm4T(b, sm90::smemU32(vt + (kk * 16 + (lane & 7) +
+                                            ((lane >> 3) & 1) * 8) * kVRow +
+                                      cp * 16 + (lane >> 4) * 8));
+        mma16816<kHalf>(o[2 * cp], pa, b[0], b[1]);
+        mma16816<kHalf>(o[2 * cp + 1], pa, b[2], b[3]);
+      }
+    }
+    __syncthreads(); // every warp is done with this stage before its refill
+  }
+  sm90::cpWaitAll();
+
+  // Normalise and store; rows that saw no key (padding) get 0 and -inf.
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
+    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
+  }
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int i = row[r];
+    if (i >= p.T)
+      continue;
+    const float inv = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
+    if (p.partial) {
+      float *dst = p.partial + (int64_t(i) * p.H + h) * kV;
+#pragma unroll
+      for (int n = 0; n < kOTiles; ++n)
+        *reinterpret_cast<float2 *>(dst + 8 * n + 2 * t) =
+            make_float2(o[n][2 * r] * inv, o[n][2 * r + 1] * inv);
+    } else {
+      const int64_t base = int64_t(i) * p.oS0 + int64_t(h) * p.oS1;
+#pragma unroll
+      for (int n = 0; n < kOTiles; ++n) {
+        storeF(p.out, p.outType, base + 8 * n + 2 * t, o[n][2 * r] * inv);
+        storeF(p.out, p.outType, base + 8 * n + 2 * t + 1,
+               o[n][2 * r + 1] * inv);
+      }
+    }
+    if (p.lse && t == 0)
+      p.lse[int64_t(i) * p.lS0 + int64_t(h) * p.lS1] =
+          l[r] > 0.0f ? (m[r] + log2f(l[r])) * kLn2 : -INFINITY;
+  }
+}
+
+bool aligned16(const void *ptr) {
+  return (reinterpret_cast<uintptr_t>(ptr) & 15u) == 0;
+}
+
+/// A [T, H, dim] operand the kernel can cp.async: `dtype`, contiguous last
+/// dim of `dim`, 16-byte aligned base and row strides.
+bool flashOperand(const TensorRef &x, DType dtype, int64_t dim) {
+  return x.rank == 3 && x.dtype == dtype && x.sizes[2] == dim &&
+         x.strides[2] == 1 && aligned16(x.data) && x.strides[0] % 8 == 0 &&
+         x.strides[1] % 8 == 0;
+}
+
+} // namespace
+
+bool prefillFlashSupports(const TensorRef &q, const TensorRef &k,
+                          const TensorRef &v, const TensorRef &out) {
+  const DType dt = q.dtype;
+  if (dt != DType::BF16 && dt != DType::F16)
+    return false;
+  return flashOperand(q, dt, kQk) && flashOperand(k, dt, kQk) &&
+         flashOperand(v, dt, kV) && out.rank == 3 && out.strides[2] == 1 &&
+         (out.dtype == DType::BF16 || out.dtype == DType::F16 ||
+          out.dtype == DType::F32);
+}
+
+Status launchPrefillFlash(const PrefillFlashParams &p, DeviceErrorRecord *rec,
+                          cudaStream_t stream) {
+  using KernelFn = void (*)(PrefillFlashParams, DeviceErrorRecord *);
+  const KernelFn kernel = p.dtype == int(DType::F16)
+                              ? prefillFlashKernel<true>
+                              : prefillFlashKernel<false>;
+  MLART_RETURN_IF_ERROR(
+      allowDynamicSmem(kernel, kSmemBytes, "prefillFlashKernel"));
+  const int64_t chunks = (int64_t(p.T) + kBM - 1) / kBM;
+  if (chunks > INT_MAX || p.H > 65535)
+    return invalidArgument("prefill too large for one launch");
+  MLART_RETURN_IF_ERROR(launchKernel(
+      "prefillFlashKernel", kernel, dim3(unsigned(chunks), unsigned(p.H)),
+      dim3(kThreads), kSmemBytes, stream, p, rec));
+  flashLaunches().fetch_add(1, std::memory_order_relaxed);
+  return Status::success();
+}
+
+uint64_t prefillFlashLaunchCount() { return flashLaunches().load(); }
+
+} // namespace mlart::cuda
