@@ -209,18 +209,6 @@ struct MemrefArg {
   int64_t stride = 1;
 };
 
-bool aligned16(const TensorRef &t) {
-  if (!t.present())
-    return true;
-  const int64_t es = int64_t(dtypeSize(t.dtype));
-  if (reinterpret_cast<uintptr_t>(t.data) % 16 != 0 ||
-      t.strides[t.rank - 1] != 1)
-    return false;
-  for (int d = 0; d + 1 < t.rank; ++d)
-    if ((t.strides[d] * es) % 16 != 0)
-      return false;
-  return true;
-}
 
 Status checkRopeOperands(const RopeCacheUpdateArgs &a) {
   using namespace mlart::cpu;
@@ -292,10 +280,10 @@ Status codegenCacheWrite(CudaContext &ctx, CodegenModules &modules,
   // 16-byte vectors) that are not 16-byte aligned, and a separate k_pe_out
   // (the compiler never asks for one).
   const bool fallback = a.cache.writeProtect || a.kPeOut.present() ||
-                        !aligned16(a.kvC) || !aligned16(a.kPe) ||
-                        !aligned16(a.qPe) || !aligned16(a.qPeIn) ||
-                        !aligned16(a.latentNormWeight) ||
-                        (rope && !aligned16(a.cosSin)) ||
+                        !rowsAligned16(a.kvC) || !rowsAligned16(a.kPe) ||
+                        !rowsAligned16(a.qPe) || !rowsAligned16(a.qPeIn) ||
+                        !rowsAligned16(a.latentNormWeight) ||
+                        (rope && !rowsAligned16(a.cosSin)) ||
                         reinterpret_cast<uintptr_t>(a.cache.data) % 16 != 0;
   if (fallback)
     return rope ? ropeCacheUpdate(ctx, a, stream)

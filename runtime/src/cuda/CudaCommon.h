@@ -170,6 +170,21 @@ private:
   CudaContext *ctx_;
 };
 
+/// Whether `t` can be moved in 16-byte pieces: absent, or a 16-byte
+/// aligned base, a contiguous last dim and 16-byte aligned outer strides.
+inline bool rowsAligned16(const TensorRef &t) {
+  if (!t.present())
+    return true;
+  const int64_t es = int64_t(dtypeSize(t.dtype));
+  if (reinterpret_cast<uintptr_t>(t.data) % 16 != 0 ||
+      t.strides[t.rank - 1] != 1)
+    return false;
+  for (int d = 0; d + 1 < t.rank; ++d)
+    if ((t.strides[d] * es) % 16 != 0)
+      return false;
+  return true;
+}
+
 // --- Device-side scalar conversions (bit-identical to DType.cpp). ----------
 #ifdef __CUDACC__
 __device__ __forceinline__ float bf16BitsToFloat(uint16_t h) {
