@@ -41,7 +41,7 @@ const std::map<std::string, int> kDefaults = {
     {"MLART_UPDATE_CTAS_PER_SM", 0}, {"MLART_UPDATE_EARLY", 1},
     {"MLART_UPDATE_HINTS", 1}, {"MLART_UPDATE_STAGES", 2},
     {"MLART_DECODE_BARRIER", 1}, {"MLART_DECODE_BALANCE", 0},
-    {"MLART_PREFILL_FLASH", 0}};
+    {"MLART_PREFILL_FLASH", 1}};
 
 TEST(Knobs, TableNamesAndDefaults) {
   for (Knob k : kAll) {

@@ -88,6 +88,14 @@ struct CacheView {
   int64_t tableS0, tableS1, maxBlocks;
 };
 
+/// The kernels' view of a paged cache through a block table.
+CacheView makeView(const KVCacheRef &cache, const TensorRef &table);
+/// Host checks of a paged read: the cache descriptor, an i32 block table
+/// of `batch` rows and an i32 length vector (`lensName`) of `batch` entries.
+Status checkPagedShapes(const KVCacheRef &cache, const TensorRef &blockTable,
+                        const TensorRef &lens, const char *lensName,
+                        int64_t batch);
+
 /// What every decode kernel addresses besides its typed query pointer: the
 /// paged cache, the query and output strides, the optional LSE, the
 /// sequence lengths and the error record (filled by decodeIo on the host).
@@ -209,6 +217,45 @@ int decodeSplitHeuristicMany(int smCount, int64_t batch, int64_t headGroups,
                              int64_t maxLen);
 
 #ifdef __CUDACC__
+/// Value i of a paged cache row (latent channels, then rope), dequantised.
+__device__ __forceinline__ float decodeVal(const CacheView &c,
+                                           const uint8_t *row, int i) {
+  if (c.layout == int(CacheLayout::Plain))
+    return loadF(row, c.dtype, i);
+  if (c.layout == int(CacheLayout::Fp8PerTensor))
+    return fp8BitsToFloat(row[i]) * c.scale;
+  if (i < c.latent)
+    return fp8BitsToFloat(row[i]) *
+           reinterpret_cast<const float *>(row + c.latent)[i / 128];
+  return bf16BitsToFloat(reinterpret_cast<const uint16_t *>(
+      row + c.latent + 4 * (c.latent / 128))[i - c.latent]);
+}
+
+/// Row pointer of token pos of sequence b, or nullptr when the block id is
+/// outside the cache.
+__device__ __forceinline__ const uint8_t *pagedRow(const CacheView &c, int b,
+                                                   int64_t pos) {
+  const int64_t id = c.table[b * c.tableS0 + (pos / c.blockSize) * c.tableS1];
+  if (id < 0 || id >= c.numBlocks)
+    return nullptr;
+  return c.data + (id * c.blockSize + pos % c.blockSize) * c.rowBytes;
+}
+
+/// Sum and maximum over the 32 lanes of a warp (every lane gets it).
+__device__ __forceinline__ float warpSum(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1)
+    v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+__device__ __forceinline__ float warpMax(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1)
+    v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+
 /// Calls `body(std::true_type{})` when the decode output is bf16, else
 /// `body(std::false_type{})`: the type test is made once, and each side is
 /// its own contiguous unrolled block. With the test inside the epilogues'
