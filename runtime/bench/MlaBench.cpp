@@ -605,8 +605,11 @@ void benchCodegen(CudaDevice &dev, bool quick, std::mt19937 &rng) {
 /// `lens` new tokens a request with `ctx` cached tokens each (bs 64), on the
 /// tensor-core kernel and on the CUDA-core one (MLART_PREFILL_FLASH forced).
 /// FLOPs as executed: the causal new-token part in MHA form, 2 * H *
-/// n(n+1)/2 * (192 + 128) a request, and the context in absorbed form,
-/// 2 * H * n * ctx * (576 + 512). Bytes: q, k, v, out and the context rows.
+/// n(n+1)/2 * (192 + 128) a request, and the context: on the CUDA cores in
+/// absorbed form, 2 * H * n * ctx * (576 + 512); on the tensor-core route
+/// expanded (2 * rows * 512 * (128 + 128) * H, rows = the block table's
+/// capacity a request) and attended in MHA form, 2 * H * n * ctx * 320.
+/// Bytes: q, k, v, out and the context rows.
 void benchPrefill(const KernelLibrary &k, std::mt19937 &rng, bool quick) {
   struct Shape {
     int64_t H;
@@ -619,15 +622,19 @@ void benchPrefill(const KernelLibrary &k, std::mt19937 &rng, bool quick) {
       {16, {1024, 1024, 1024, 1024}, 0, "H=16 4x1024"},
       {128, {4096}, 0, "H=128 T=4096"},
       {16, {256, 256, 256, 256}, 2048, "H=16 4x256 ctx 2048"},
+      {16, {1024, 1024}, 8192, "H=16 2x1024 ctx 8192"},
   };
   for (const Shape &sh : shapes) {
     const int64_t H = sh.H, R = int64_t(sh.lens.size());
     std::vector<int32_t> qsl{0};
-    double flops = 0;
+    double flops = 0, ctxAbsorbed = 0, ctxExpanded = 0;
+    const double capacity = double((sh.ctx + 63) / 64 * 64);
     for (int32_t n : sh.lens) {
       qsl.push_back(qsl.back() + n);
-      flops += 2.0 * H * (double(n) * (n + 1) / 2) * (192 + 128) +
-               2.0 * H * double(n) * sh.ctx * (576 + 512);
+      flops += 2.0 * H * (double(n) * (n + 1) / 2) * (192 + 128);
+      ctxAbsorbed += 2.0 * H * double(n) * sh.ctx * (576 + 512);
+      ctxExpanded += 2.0 * H * double(n) * sh.ctx * (192 + 128) +
+                     (sh.ctx > 0 ? 2.0 * capacity * 512 * 256 * H : 0.0);
     }
     const int64_t T = qsl.back();
     Buffer q = randomBf16(size_t(T * H * 192), rng);
@@ -670,7 +677,7 @@ void benchPrefill(const KernelLibrary &k, std::mt19937 &rng, bool quick) {
       const bool slow = !flash && (H > 16 || sh.ctx > 0);
       const double ms = timeMs(fn, quick || slow ? 3 : 10, slow ? 1 : 2);
       add(flash ? "prefill [flash]" : "prefill [CUDA cores]", sh.name, ms,
-          bytes, flops, ms);
+          bytes, flops + (flash ? ctxExpanded : ctxAbsorbed), ms);
     }
     cuda::setKnobOverride(cuda::Knob::PrefillFlash, std::nullopt);
   }

@@ -4,8 +4,10 @@
 // request) as a flash-attention kernel on the tensor cores. It covers the
 // DeepSeek head shape (q/k 192 = nope 128 + rope 64, v 128) in bf16 or f16;
 // other shapes and dtypes keep the CUDA-core kernel (DecodeKernels.cu).
-// With cached context the kernel writes normalised f32 partials and their
-// LSE, and the context kernel merges its part into them (PrefillKernels).
+// In its context mode the same kernel attends a request's cached context,
+// expanded to MHA form (PrefillContext.h), and a second, causal launch
+// merges the two parts by LSE (PrefillKernels.cu). It can also write
+// normalised f32 partials and their LSE for the CUDA-core context kernel.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MLART_CUDA_PREFILLFLASH_H
@@ -35,6 +37,20 @@ struct PrefillFlashParams {
   const int32_t *qsl = nullptr; ///< [R + 1], device
   int R = 0, T = 0, H = 0;
   float scale = 1.0f; ///< softmax scale (natural)
+  /// Context mode, when set: k and v hold each request's expanded cached
+  /// context (PrefillContext.h), request r's in rows [r * ctxPad,
+  /// r * ctxPad + ctxLens[r * ctxStride]), and every new token of request
+  /// r sees all of them (no causal mask). Lengths outside [0, ctxPad] are
+  /// recorded (badSeqIndex) and read as 0.
+  const int32_t *ctxLens = nullptr;
+  int64_t ctxStride = 0;
+  int ctxPad = 0;
+  /// ctxLens holds total lengths (PrefillAttentionArgs::lensIncludeNewTokens).
+  bool lensIncludeNew = false;
+  /// When set, an earlier launch's normalised f32 rows [T, H, vDim] and
+  /// their LSEs [T, H] (natural log, -inf for none): this launch merges its
+  /// own rows with them by LSE before writing `out` and `lse`.
+  const float *prior = nullptr, *priorLse = nullptr;
 };
 
 /// Whether the flash kernel can run these operands: dtypes, head dims, a
@@ -61,6 +77,20 @@ __device__ __forceinline__ void reportUnorderedBounds(const int32_t *qsl,
   for (int r = int(threadIdx.x); r < R; r += int(blockDim.x))
     if (qsl[r] < 0 || qsl[r] > qsl[r + 1])
       atomicMin(&rec->badSeqIndex, r);
+}
+
+/// The cached context length of request r from `lens` (total lengths when
+/// `includeNew`: minus the request's new tokens), or -1 when it lies
+/// outside [0, capacity] (the caller records it).
+__device__ __forceinline__ int prefillContextLength(const int32_t *lens,
+                                                    int64_t stride,
+                                                    bool includeNew,
+                                                    const int32_t *qsl, int r,
+                                                    int64_t capacity) {
+  int64_t len = lens[int64_t(r) * stride];
+  if (includeNew)
+    len -= int64_t(qsl[r + 1]) - qsl[r];
+  return len < 0 || len > capacity ? -1 : int(len);
 }
 #endif
 

@@ -1,23 +1,28 @@
-//===- PrefillFlashKernel.cu - Tensor-core causal prefill (new tokens) ----===//
+//===- PrefillFlashKernel.cu - Tensor-core prefill attention (MHA form) ---===//
 //
-// Flash attention over the new tokens of a packed prefill batch, MHA form:
-// out[i, h] = softmax_j(scale * q[i, h] . k[j, h]) v[j, h] over the keys j
-// of token i's request with j <= i.
+// Flash attention for a packed prefill batch, MHA form:
+// out[i, h] = softmax_j(scale * q[i, h] . k[j, h]) v[j, h], where the keys j
+// of token i are, causal mode, its request's new tokens up to itself, or,
+// context mode, its request's expanded cached context (PrefillContext.h).
 //
 // One CTA of 4 warps takes 64 consecutive packed tokens (a chunk) of one
 // head; warp w owns rows 16w..16w+15. A chunk may straddle requests: each
-// row masks keys outside [its request's start, itself], and the CTA walks
-// the union of its rows' key ranges in 64-key tiles. Tiles are staged in
-// shared memory by cp.async (two stages: the next tile's K and V load while
-// this one is used); S = Q K^T and O += P V run as mma.sync m16n8k16
-// (bf16 or f16 in, f32 accumulate), the query's fragments stay in
-// registers, P is re-packed from S's accumulators without shared memory,
-// and the softmax is online in the log2 domain. Chunks are scheduled
-// longest key range first (the last chunks of a causal request).
+// row masks keys outside its own range, and the CTA walks its rows' ranges
+// in 64-key tiles, merged into segments (one for a causal chunk, one per
+// request in context mode, so no tile of another request's context is
+// read). Tiles are staged in shared memory by cp.async (two stages: the
+// next tile's K and V load while this one is used); S = Q K^T and
+// O += P V run as mma.sync m16n8k16 (bf16 or f16 in, f32 accumulate), the
+// query's fragments stay in registers, P is re-packed from S's accumulators
+// without shared memory, and the softmax is online in the log2 domain.
+// Chunks are scheduled longest key range first (the last chunks of a
+// causal request). The epilogue can merge an earlier launch's rows (the
+// context part) by LSE, so context + new tokens cost no extra kernel.
 //
 // Rows of padding tokens (at or past queryStartLoc[R]) and rows whose
 // request bounds are malformed get zeros and an LSE of -inf; malformed
-// bounds are also recorded (badSeqIndex), and no load ever leaves [0, T).
+// bounds and context lengths are also recorded (badSeqIndex), and no load
+// ever leaves the rows the bounds allow.
 //
 //===----------------------------------------------------------------------===//
 #include "cuda/PrefillFlash.h"
@@ -92,13 +97,15 @@ __device__ __forceinline__ void loadRows(uint16_t *dst, int rowElems,
   }
 }
 
-/// The request start of packed token i, or INT_MAX when i is padding or
-/// its request's bounds are malformed (recorded).
-__device__ __forceinline__ int requestStart(const PrefillFlashParams &p,
-                                            DeviceErrorRecord *rec, int end,
-                                            int i) {
+/// The keys of packed token i as [lo, hi] (hi < lo: none). Causal: its
+/// request's first token to itself; context mode: its request's context
+/// rows. {INT_MAX, -1} when i is padding or its request's bounds are
+/// malformed (recorded), which also keeps its chunk on the masked path.
+__device__ __forceinline__ int2 keyRange(const PrefillFlashParams &p,
+                                         DeviceErrorRecord *rec, int end,
+                                         int i) {
   if (i >= end)
-    return INT_MAX;
+    return make_int2(INT_MAX, -1);
   int lo = 0, hi = p.R - 1;
   while (lo < hi) {
     const int mid = (lo + hi + 1) / 2;
@@ -107,12 +114,56 @@ __device__ __forceinline__ int requestStart(const PrefillFlashParams &p,
     else
       hi = mid - 1;
   }
-  const int start = p.qsl[lo];
+  const int r = lo, start = p.qsl[r];
   if (start < 0 || start > i) {
-    atomicMin(&rec->badSeqIndex, lo);
-    return INT_MAX;
+    atomicMin(&rec->badSeqIndex, r);
+    return make_int2(INT_MAX, -1);
   }
-  return start;
+  if (!p.ctxLens)
+    return make_int2(start, i);
+  int len = prefillContextLength(p.ctxLens, p.ctxStride, p.lensIncludeNew,
+                                 p.qsl, r, p.ctxPad);
+  if (len < 0) {
+    atomicMin(&rec->badSeqIndex, r);
+    len = 0;
+  }
+  return make_int2(r * p.ctxPad, r * p.ctxPad + len - 1);
+}
+
+/// The key segments a chunk walks, built by one thread from its 64 rows'
+/// ranges (rows are in request order, so their ranges are too): touching
+/// or overlapping ranges merge, so a causal chunk is one segment and a
+/// context chunk one per request. Also the tightest range every row
+/// covers ([loMax, hiMin]): a tile inside it needs no mask.
+struct ChunkKeys {
+  int lo[kBM], hi[kBM];     ///< per row, then per segment
+  int tileStart[kBM + 1];   ///< first tile of each segment; [n] = all tiles
+  int segments, loMax, hiMin;
+};
+
+__device__ void buildChunkKeys(ChunkKeys &c, const int (&rowLo)[kBM],
+                               const int (&rowHi)[kBM]) {
+  int n = 0, loMax = INT_MIN, hiMin = INT_MAX;
+  for (int i = 0; i < kBM; ++i) {
+    const int lo = rowLo[i], hi = rowHi[i];
+    loMax = max(loMax, lo);
+    hiMin = min(hiMin, hi);
+    if (hi < lo)
+      continue;
+    if (n > 0 && lo >= c.lo[n - 1] && lo <= c.hi[n - 1] + 1) {
+      c.hi[n - 1] = max(c.hi[n - 1], hi);
+      continue;
+    }
+    c.lo[n] = lo;
+    c.hi[n] = hi;
+    ++n;
+  }
+  c.tileStart[0] = 0;
+  for (int k = 0; k < n; ++k)
+    c.tileStart[k + 1] = c.tileStart[k] + (c.hi[k] - c.lo[k]) / kBN + 1;
+  c.segments = n;
+  c.loMax = loMax;
+  c.hiMin = hiMin;
 }
 
 template <bool kHalf>
@@ -123,7 +174,8 @@ __global__ void __launch_bounds__(kThreads, 2)
   uint16_t *qs = smem;
   uint16_t *ks = qs + kBM * kQkRow;  // 2 stages
   uint16_t *vs = ks + 2 * kBN * kQkRow; // 2 stages
-  __shared__ int rangeLo[4], rangeHi[4], startMax[4];
+  __shared__ int rowLo[kBM], rowHi[kBM];
+  __shared__ ChunkKeys keys;
 
   const int tid = int(threadIdx.x), lane = tid & 31, warp = tid >> 5;
   const int g = lane >> 2, t = lane & 3;
@@ -139,51 +191,41 @@ __global__ void __launch_bounds__(kThreads, 2)
   }
   if (blockIdx.x == 0 && h == 0)
     reportUnorderedBounds(p.qsl, p.R, rec);
-  // This thread's two rows (g and g + 8 of the warp's 16).
-  int row[2], start[2];
+  // This thread's two rows (g and g + 8 of the warp's 16) and their keys.
+  int row[2];
+  int2 range[2];
 #pragma unroll
   for (int e = 0; e < 2; ++e) {
-    row[e] = first + 16 * warp + g + 8 * e;
-    start[e] = requestStart(p, rec, end, row[e]);
-  }
-  // The CTA's key range [lo, hi] and the latest request start among its
-  // rows (a tile at or past it and before the first row needs no mask).
-  {
-    int lo = INT_MAX, hi = -1, smax = -1;
-#pragma unroll
-    for (int e = 0; e < 2; ++e) {
-      const bool ok = start[e] != INT_MAX;
-      lo = min(lo, ok ? start[e] : INT_MAX);
-      hi = max(hi, ok ? row[e] : -1);
-      smax = max(smax, ok ? start[e] : INT_MAX);
-    }
-    for (int o = 16; o > 0; o >>= 1) {
-      lo = min(lo, __shfl_xor_sync(0xffffffffu, lo, o));
-      hi = max(hi, __shfl_xor_sync(0xffffffffu, hi, o));
-      smax = max(smax, __shfl_xor_sync(0xffffffffu, smax, o));
-    }
-    if (lane == 0) {
-      rangeLo[warp] = lo;
-      rangeHi[warp] = hi;
-      startMax[warp] = smax;
+    const int local = 16 * warp + g + 8 * e;
+    row[e] = first + local;
+    range[e] = keyRange(p, rec, end, row[e]);
+    if (t == 0) {
+      rowLo[local] = range[e].x;
+      rowHi[local] = range[e].y;
     }
   }
   __syncthreads();
-  int lo = INT_MAX, hi = -1, smax = -1;
-  for (int w = 0; w < 4; ++w) {
-    lo = min(lo, rangeLo[w]);
-    hi = max(hi, rangeHi[w]);
-    smax = max(smax, startMax[w]);
-  }
-  const int tiles = hi >= lo ? (hi - lo) / kBN + 1 : 0;
+  if (tid == 0)
+    buildChunkKeys(keys, rowLo, rowHi);
+  __syncthreads();
+  const int tiles = keys.tileStart[keys.segments];
 
   const uint16_t *qBase = static_cast<const uint16_t *>(p.q) + h * p.qS1;
   const uint16_t *kBase = static_cast<const uint16_t *>(p.k) + h * p.kS1;
   const uint16_t *vBase = static_cast<const uint16_t *>(p.v) + h * p.vS1;
+  // The first key of a tile, and the last key of its segment.
+  auto tileKeys = [&](int tile, int &segHi) {
+    int k = 0;
+    while (tile >= keys.tileStart[k + 1])
+      ++k;
+    segHi = keys.hi[k];
+    return keys.lo[k] + (tile - keys.tileStart[k]) * kBN;
+  };
   auto loadTile = [&](int tile) {
     const int stage = tile & 1;
-    const int from = lo + tile * kBN;
-    const int valid = min(kBN, hi - from + 1);
+    int segHi;
+    const int from = tileKeys(tile, segHi);
+    const int valid = min(kBN, segHi - from + 1);
     loadRows(ks + stage * kBN * kQkRow, kQkRow, kBase, p.kS0, from, valid,
              kQkChunks);
     loadRows(vs + stage * kBN * kVRow, kVRow, vBase, p.vS0, from, valid,
@@ -242,9 +284,9 @@ __global__ void __launch_bounds__(kThreads, 2)
       }
 
     // Scale, mask, online softmax (rows g and g + 8).
-    const int from = lo + tile * kBN;
-    const bool unmasked = from >= smax && from + kBN - 1 <= first &&
-                          smax != INT_MAX;
+    int segHi;
+    const int from = tileKeys(tile, segHi);
+    const bool unmasked = from >= keys.loMax && from + kBN - 1 <= keys.hiMin;
     float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
     for (int n = 0; n < kSTiles; ++n)
@@ -253,7 +295,7 @@ __global__ void __launch_bounds__(kThreads, 2)
         const int r = e >> 1;
         const int key = from + 8 * n + 2 * t + (e & 1);
         float v = s[n][e] * scaleLog2;
-        if (!unmasked && (key < start[r] || key > row[r]))
+        if (!unmasked && (key < range[r].x || key > range[r].y))
           v = -INFINITY;
         s[n][e] = v;
         mx[r] = fmaxf(mx[r], v);
@@ -310,7 +352,8 @@ __global__ void __launch_bounds__(kThreads, 2)
   }
   sm90::cpWaitAll();
 
-  // Normalise and store; rows that saw no key (padding) get 0 and -inf.
+  // Normalise (merging with the prior rows by LSE) and store; rows that
+  // saw no key get 0 and -inf.
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
@@ -321,25 +364,45 @@ __global__ void __launch_bounds__(kThreads, 2)
     const int i = row[r];
     if (i >= p.T)
       continue;
-    const float inv = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
+    const int64_t at = int64_t(i) * p.H + h;
+    // out = o * wOwn + prior * wPrior; lse2 in the log2 domain.
+    float lse2 = l[r] > 0.0f ? m[r] + log2f(l[r]) : -INFINITY;
+    float wOwn = l[r] > 0.0f ? 1.0f / l[r] : 0.0f, wPrior = 0.0f;
+    if (p.prior) {
+      const float before = p.priorLse[at] * kLog2e;
+      const float top = fmaxf(lse2, before);
+      if (top == -INFINITY) {
+        wOwn = 0.0f;
+      } else {
+        const float own = exp2f(lse2 - top), old = exp2f(before - top);
+        const float inv = 1.0f / (own + old);
+        wOwn *= own * inv;
+        wPrior = old * inv;
+        lse2 = top + log2f(own + old);
+      }
+    }
+    const float *prior = p.prior ? p.prior + at * kV : nullptr;
+    auto value = [&](int n, int j) {
+      const float mine = o[n][2 * r + j] * wOwn;
+      return prior ? mine + prior[8 * n + 2 * t + j] * wPrior : mine;
+    };
     if (p.partial) {
-      float *dst = p.partial + (int64_t(i) * p.H + h) * kV;
+      float *dst = p.partial + at * kV;
 #pragma unroll
       for (int n = 0; n < kOTiles; ++n)
         *reinterpret_cast<float2 *>(dst + 8 * n + 2 * t) =
-            make_float2(o[n][2 * r] * inv, o[n][2 * r + 1] * inv);
+            make_float2(value(n, 0), value(n, 1));
     } else {
       const int64_t base = int64_t(i) * p.oS0 + int64_t(h) * p.oS1;
 #pragma unroll
       for (int n = 0; n < kOTiles; ++n) {
-        storeF(p.out, p.outType, base + 8 * n + 2 * t, o[n][2 * r] * inv);
-        storeF(p.out, p.outType, base + 8 * n + 2 * t + 1,
-               o[n][2 * r + 1] * inv);
+        storeF(p.out, p.outType, base + 8 * n + 2 * t, value(n, 0));
+        storeF(p.out, p.outType, base + 8 * n + 2 * t + 1, value(n, 1));
       }
     }
     if (p.lse && t == 0)
       p.lse[int64_t(i) * p.lS0 + int64_t(h) * p.lS1] =
-          l[r] > 0.0f ? (m[r] + log2f(l[r])) * kLn2 : -INFINITY;
+          lse2 == -INFINITY ? -INFINITY : lse2 * kLn2;
   }
 }
 

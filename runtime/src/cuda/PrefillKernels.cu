@@ -22,6 +22,7 @@
 #include "cuda/DecodeCommon.h"
 #include "cuda/Knobs.h"
 #include "cuda/Launch.h"
+#include "cuda/PrefillContext.h"
 #include "cuda/PrefillFlash.h"
 #include "cpu/TensorAccess.h"
 
@@ -48,6 +49,7 @@ struct PrefillParams {
   CacheView c;
   const int32_t *ctxLens;
   int64_t ctxStride;
+  bool lensIncludeNew;
   const void *wUK, *wUV;
   int wukType, wuvType;
   int64_t wukS0, wukS1, wuvS0, wuvS1;
@@ -102,8 +104,9 @@ __global__ void prefillKernel(PrefillParams p) {
   int ctxLen = 0;
   const int nope = p.qkDim - p.c.rope;
   if (p.hasCtx && r >= 0) {
-    ctxLen = p.ctxLens[r * p.ctxStride];
-    if (ctxLen < 0 || int64_t(ctxLen) > p.c.maxBlocks * p.c.blockSize) {
+    ctxLen = prefillContextLength(p.ctxLens, p.ctxStride, p.lensIncludeNew,
+                                  p.qsl, r, p.c.maxBlocks * p.c.blockSize);
+    if (ctxLen < 0) {
       if (tid == 0)
         atomicMin(&p.rec->badSeqIndex, r);
       ctxLen = 0;
@@ -237,6 +240,135 @@ __global__ void prefillKernel(PrefillParams p) {
     p.lse[i * p.lS0 + h * p.lS1] = L > 0.0f ? M + logf(L) : -INFINITY;
 }
 
+/// Stream-ordered device scratch (cudaMallocAsync, so graph-capturable),
+/// freed in stream order when it goes out of scope.
+class StreamScratch {
+public:
+  explicit StreamScratch(cudaStream_t stream) : stream_(stream) {}
+  StreamScratch(const StreamScratch &) = delete;
+  StreamScratch &operator=(const StreamScratch &) = delete;
+  ~StreamScratch() {
+    if (ptr_)
+      (void)cudaFreeAsync(ptr_, stream_);
+  }
+  Status allocate(size_t bytes, const char *what) {
+    MLART_CUDA_CHECK(cudaMallocAsync(&ptr_, bytes, stream_), what);
+    return Status::success();
+  }
+  uint8_t *get() const { return static_cast<uint8_t *>(ptr_); }
+
+private:
+  cudaStream_t stream_;
+  void *ptr_ = nullptr;
+};
+
+/// The flash kernel's operands, shared by every launch of one call.
+PrefillFlashParams flashParams(const PrefillParams &p) {
+  PrefillFlashParams f;
+  f.q = p.q;
+  f.k = p.k;
+  f.v = p.v;
+  f.dtype = p.qType;
+  f.qS0 = p.qS0;
+  f.qS1 = p.qS1;
+  f.kS0 = p.kS0;
+  f.kS1 = p.kS1;
+  f.vS0 = p.vS0;
+  f.vS1 = p.vS1;
+  f.qsl = p.qsl;
+  f.R = p.R;
+  f.T = p.T;
+  f.H = p.H;
+  f.scale = p.scale;
+  return f;
+}
+
+void writeResultTo(PrefillFlashParams &f, const PrefillParams &p) {
+  f.out = p.out;
+  f.outType = p.outType;
+  f.oS0 = p.oS0;
+  f.oS1 = p.oS1;
+  f.lse = p.lse;
+  f.lS0 = p.lS0;
+  f.lS1 = p.lS1;
+}
+
+/// Tensor cores throughout: the context expanded to MHA form and attended
+/// by the flash kernel's context mode (f32 partials + LSE), then the causal
+/// launch over the new tokens, which merges the partials into out and lse.
+Status prefillExpandedContext(CudaContext &ctx, const PrefillAttentionArgs &a,
+                              const PrefillParams &p,
+                              const ContextExpansionPlan &plan,
+                              cudaStream_t stream) {
+  const size_t rows = size_t(p.T) * size_t(p.H);
+  const size_t partialOffset = (plan.bytes + 255) / 256 * 256;
+  StreamScratch scratch(stream);
+  MLART_RETURN_IF_ERROR(scratch.allocate(
+      partialOffset + rows * (kFlashVDim + 1) * sizeof(float),
+      "cudaMallocAsync(prefill context workspace)"));
+  MLART_RETURN_IF_ERROR(
+      expandPrefillContext(ctx, a, plan, scratch.get(), stream));
+  float *partial = reinterpret_cast<float *>(scratch.get() + partialOffset);
+  float *partialLse = partial + rows * kFlashVDim;
+
+  PrefillFlashParams context = flashParams(p);
+  context.k = scratch.get() + plan.kOffset;
+  context.v = scratch.get() + plan.vOffset;
+  context.kS0 = plan.heads * kFlashQkDim;
+  context.kS1 = kFlashQkDim;
+  context.vS0 = plan.heads * kFlashVDim;
+  context.vS1 = kFlashVDim;
+  context.ctxLens = p.ctxLens;
+  context.ctxStride = p.ctxStride;
+  context.ctxPad = int(plan.pad);
+  context.lensIncludeNew = p.lensIncludeNew;
+  context.partial = partial;
+  context.lse = partialLse;
+  context.lS0 = p.H;
+  context.lS1 = 1;
+  MLART_RETURN_IF_ERROR(launchPrefillFlash(context, p.rec, stream));
+
+  PrefillFlashParams causal = flashParams(p);
+  writeResultTo(causal, p);
+  causal.prior = partial;
+  causal.priorLse = partialLse;
+  return launchPrefillFlash(causal, p.rec, stream);
+}
+
+/// Picks the route (file comment) and launches it.
+Status runPrefill(CudaContext &ctx, const PrefillAttentionArgs &a,
+                  PrefillParams p, cudaStream_t stream) {
+  const bool flash = knobValue(Knob::PrefillFlash) != 0 &&
+                     prefillFlashSupports(a.q, a.k, a.v, a.out);
+  if (flash && !p.hasCtx) {
+    PrefillFlashParams f = flashParams(p);
+    writeResultTo(f, p);
+    return launchPrefillFlash(f, p.rec, stream);
+  }
+  ContextExpansionPlan plan;
+  if (flash && planContextExpansion(ctx, a, p.R, plan))
+    return prefillExpandedContext(ctx, a, p, plan, stream);
+  StreamScratch scratch(stream);
+  if (flash) {
+    // Mixed: the flash kernel's f32 rows, merged by the context kernel.
+    const size_t rows = size_t(p.T) * size_t(p.H);
+    MLART_RETURN_IF_ERROR(
+        scratch.allocate(rows * (kFlashVDim + 1) * sizeof(float),
+                         "cudaMallocAsync(prefill partials)"));
+    PrefillFlashParams f = flashParams(p);
+    f.partial = reinterpret_cast<float *>(scratch.get());
+    f.lse = f.partial + rows * kFlashVDim;
+    f.lS0 = p.H;
+    f.lS1 = 1;
+    MLART_RETURN_IF_ERROR(launchPrefillFlash(f, p.rec, stream));
+    p.newPart = f.partial;
+    p.newLse = f.lse;
+  }
+  return launchKernel("prefillKernel", prefillKernel,
+                      dim3(unsigned(p.T), unsigned(p.H)), kPfThreads, 0,
+                      stream, p);
+}
+
 } // namespace
 
 Status prefillAttention(CudaContext &ctx, const PrefillAttentionArgs &a,
@@ -288,6 +420,7 @@ Status prefillAttention(CudaContext &ctx, const PrefillAttentionArgs &a,
     p.c = makeView(a.cache, a.blockTable);
     p.ctxLens = static_cast<const int32_t *>(a.contextLens.data);
     p.ctxStride = a.contextLens.strides[0];
+    p.lensIncludeNew = a.lensIncludeNewTokens;
     p.wUK = a.wUK.data;
     p.wUV = a.wUV.data;
     p.wukType = int(a.wUK.dtype);
@@ -338,62 +471,9 @@ Status prefillAttention(CudaContext &ctx, const PrefillAttentionArgs &a,
     lock.lock();
     MLART_RETURN_IF_ERROR(resetRecord(ctx, stream));
   }
-  void *work = nullptr;
-  if (knobValue(Knob::PrefillFlash) != 0 &&
-      prefillFlashSupports(a.q, a.k, a.v, a.out)) {
-    PrefillFlashParams f;
-    f.q = p.q;
-    f.k = p.k;
-    f.v = p.v;
-    f.dtype = p.qType;
-    f.qS0 = p.qS0;
-    f.qS1 = p.qS1;
-    f.kS0 = p.kS0;
-    f.kS1 = p.kS1;
-    f.vS0 = p.vS0;
-    f.vS1 = p.vS1;
-    f.qsl = p.qsl;
-    f.R = p.R;
-    f.T = p.T;
-    f.H = p.H;
-    f.scale = p.scale;
-    if (hasCtx) {
-      // The context kernel below merges into these partials.
-      const size_t rows = size_t(T) * size_t(H);
-      MLART_CUDA_CHECK(
-          cudaMallocAsync(&work, rows * (kFlashVDim + 1) * sizeof(float),
-                          stream),
-          "cudaMallocAsync(prefill partials)");
-      f.partial = static_cast<float *>(work);
-      f.lse = f.partial + rows * kFlashVDim;
-      f.lS0 = H;
-      f.lS1 = 1;
-      p.newPart = f.partial;
-      p.newLse = f.lse;
-    } else {
-      f.out = p.out;
-      f.outType = p.outType;
-      f.oS0 = p.oS0;
-      f.oS1 = p.oS1;
-      f.lse = p.lse;
-      f.lS0 = p.lS0;
-      f.lS1 = p.lS1;
-    }
-    const Status s = launchPrefillFlash(f, ctx.deviceRecord, stream);
-    if (!s.ok() || !hasCtx) {
-      if (work)
-        cudaFreeAsync(work, stream);
-      MLART_RETURN_IF_ERROR(s);
-      return finishChecked(ctx, stream, lock);
-    }
-  }
-  const Status s = launchKernel("prefillKernel", prefillKernel,
-                                dim3(unsigned(T), unsigned(H)), kPfThreads, 0,
-                                stream, p);
-  if (work)
-    MLART_CUDA_CHECK(cudaFreeAsync(work, stream),
-                     "cudaFreeAsync(prefill partials)");
-  MLART_RETURN_IF_ERROR(s);
+  Status s = runPrefill(ctx, a, p, stream);
+  if (!s.ok())
+    return s;
   return finishChecked(ctx, stream, lock);
 }
 

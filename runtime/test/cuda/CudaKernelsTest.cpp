@@ -2,11 +2,13 @@
 #include "CudaTestUtil.h"
 #include "cuda/DecodeCommon.h"
 #include "cuda/Knobs.h"
+#include "cuda/PrefillContext.h"
 #include "cuda/PrefillFlash.h"
 
 #include <algorithm>
 #include <cstring>
 #include <numeric>
+#include <optional>
 #include <string>
 
 using namespace mlart;
@@ -1024,6 +1026,10 @@ struct PrefillCase {
   std::vector<int32_t> qsl;
   int64_t T = 0;
   std::vector<int32_t> ctxLens; ///< empty: no context
+  std::optional<DType> weightDt; ///< W_UK, W_UV; unset: q's dtype
+  bool totalLens = false; ///< pass ctx + new tokens (lensIncludeNewTokens)
+  CacheLayout layout = CacheLayout::Plain; ///< of the cached context
+  DType weights() const { return weightDt.value_or(dt); }
 };
 
 /// The prefill forces MLART_PREFILL_FLASH to `flash` while alive.
@@ -1056,11 +1062,13 @@ void expectPrefillMatchesCpu(CudaDevice *dev, const PrefillCase &c) {
   PrefillAttentionArgs h{q.h(), k.h(), v.h(), loc.h(), scale, out.h(), lse.h()};
   PrefillAttentionArgs g{q.d(), k.d(), v.d(), loc.d(), scale, out.d(), lse.d()};
   const int64_t maxBlocks = 8, blockSize = 16;
-  Cache cache(dev, CacheLayout::Plain, DType::BF16, 40, blockSize);
+  Cache cache(dev, c.layout, DType::BF16, 40, blockSize);
+  if (c.layout == CacheLayout::Fp8PerTensor)
+    cache.scale = 0.02f;
   Arr tab(dev, DType::I32, {std::max<int64_t>(R, 1), maxBlocks});
   Arr clen(dev, DType::I32, {std::max<int64_t>(R, 1)});
-  Arr wuk = randomArr(dev, c.dt, {H, nope, 512}, -0.1f, 0.1f);
-  Arr wuv = randomArr(dev, c.dt, {H, 512, vDim}, -0.1f, 0.1f);
+  Arr wuk = randomArr(dev, c.weights(), {H, nope, 512}, -0.1f, 0.1f);
+  Arr wuv = randomArr(dev, c.weights(), {H, 512, vDim}, -0.1f, 0.1f);
   if (!c.ctxLens.empty()) {
     {
       const int64_t n = cache.desc.numSlots();
@@ -1080,8 +1088,13 @@ void expectPrefillMatchesCpu(CudaDevice *dev, const PrefillCase &c) {
       t[i] = int32_t(1 + (i * 7) % 39);
     tab.setI32(t);
     tab.up(dev);
-    clen.setI32(c.ctxLens);
+    std::vector<int32_t> lens = c.ctxLens;
+    if (c.totalLens)
+      for (size_t r = 0; r < lens.size(); ++r)
+        lens[r] += c.qsl[r + 1] - c.qsl[r];
+    clen.setI32(lens);
     clen.up(dev);
+    h.lensIncludeNewTokens = g.lensIncludeNewTokens = c.totalLens;
     h.cache = cache.h();
     g.cache = cache.d();
     h.blockTable = tab.h();
@@ -1115,13 +1128,18 @@ TEST(CudaPrefill, MatchesCpuWithAndWithoutContext) {
       SCOPED_TRACE(std::string(flash ? "flash" : "CUDA cores") +
                    (ctx ? ", context" : ""));
       const uint64_t before = cuda::prefillFlashLaunchCount();
+      const uint64_t expanded = cuda::prefillContextExpansionCount();
       PrefillCase c;
       c.qsl = {0, 5, 5, 37, 40};
       c.T = 42; // two padding tokens
       if (ctx)
         c.ctxLens = {17, 0, 64, 3};
       expectPrefillMatchesCpu(dev, c);
-      EXPECT_EQ(cuda::prefillFlashLaunchCount() - before, flash ? 1u : 0u);
+      // With context the flash route is two launches: context, new tokens.
+      EXPECT_EQ(cuda::prefillFlashLaunchCount() - before,
+                flash ? (ctx ? 2u : 1u) : 0u);
+      EXPECT_EQ(cuda::prefillContextExpansionCount() - expanded,
+                flash && ctx ? 1u : 0u);
     }
   }
 }
@@ -1140,6 +1158,7 @@ TEST(CudaPrefillFlash, MatchesCpuAcrossChunksAndRequests) {
         SCOPED_TRACE(std::string(dtypeName(dt)) + " -> " + dtypeName(outDt) +
                      (ctx ? ", context" : ""));
         const uint64_t before = cuda::prefillFlashLaunchCount();
+        const uint64_t expanded = cuda::prefillContextExpansionCount();
         PrefillCase c;
         c.dt = dt;
         c.outDt = outDt;
@@ -1149,7 +1168,9 @@ TEST(CudaPrefillFlash, MatchesCpuAcrossChunksAndRequests) {
         if (ctx)
           c.ctxLens = {0, 17, 128, 5, 64, 1};
         expectPrefillMatchesCpu(dev, c);
-        EXPECT_EQ(cuda::prefillFlashLaunchCount() - before, 1u);
+        EXPECT_EQ(cuda::prefillFlashLaunchCount() - before, ctx ? 2u : 1u);
+        EXPECT_EQ(cuda::prefillContextExpansionCount() - expanded,
+                  ctx ? 1u : 0u);
       }
 }
 
@@ -1162,6 +1183,106 @@ TEST(CudaPrefillFlash, LongRequestMatchesCpu) {
   c.qsl = {0, 1000};
   c.T = 1000;
   expectPrefillMatchesCpu(dev, c);
+}
+
+// The compiler's artifacts pass total lengths (context + new tokens):
+// every route must subtract the new tokens (the CUDA kernels used to read
+// the new tokens' slots as context).
+TEST(CudaPrefillFlash, TotalLengthsMatchCpu) {
+  REQUIRE_GPU();
+  for (bool flash : {true, false}) {
+    const PrefillFlashKnob knob(flash);
+    SCOPED_TRACE(flash ? "flash" : "CUDA cores");
+    PrefillCase c;
+    c.qsl = {0, 30, 100, 101};
+    c.T = 101;
+    c.ctxLens = {40, 0, 27};
+    c.totalLens = true;
+    expectPrefillMatchesCpu(dev, c);
+  }
+}
+
+// The expansion's gather dequantises every cache layout.
+TEST(CudaPrefillFlash, ContextFromFp8CachesMatchesCpu) {
+  REQUIRE_GPU();
+  const PrefillFlashKnob knob(true);
+  for (CacheLayout layout : {CacheLayout::Fp8PerTensor, CacheLayout::Fp8DsMla}) {
+    SCOPED_TRACE(int(layout));
+    const uint64_t expanded = cuda::prefillContextExpansionCount();
+    PrefillCase c;
+    c.layout = layout;
+    c.qsl = {0, 64, 100};
+    c.T = 100;
+    c.ctxLens = {100, 7};
+    expectPrefillMatchesCpu(dev, c);
+    EXPECT_EQ(cuda::prefillContextExpansionCount() - expanded, 1u);
+  }
+}
+
+// Weights of another dtype than q cannot feed the expansion GEMMs: the
+// flash kernel takes the new tokens and the CUDA-core kernel the context.
+TEST(CudaPrefillFlash, ContextWithF32WeightsTakesTheMixedRoute) {
+  REQUIRE_GPU();
+  const PrefillFlashKnob knob(true);
+  const uint64_t before = cuda::prefillFlashLaunchCount();
+  const uint64_t expanded = cuda::prefillContextExpansionCount();
+  PrefillCase c;
+  c.qsl = {0, 70, 90};
+  c.T = 96;
+  c.ctxLens = {33, 128};
+  c.weightDt = DType::F32;
+  expectPrefillMatchesCpu(dev, c);
+  EXPECT_EQ(cuda::prefillFlashLaunchCount() - before, 1u);
+  EXPECT_EQ(cuda::prefillContextExpansionCount() - expanded, 0u);
+}
+
+// Context lengths and block ids are device data too: a length past the
+// block table's capacity, a negative context (total lengths shorter than
+// the new tokens) and a block id outside the cache are reported on every
+// route, and nothing outside the cache is read (memcheck).
+TEST(CudaPrefillFlash, MalformedContextIsReported) {
+  REQUIRE_GPU();
+  const int64_t T = 40, H = 2, maxBlocks = 4, blockSize = 16;
+  Arr q = randomArr(dev, DType::BF16, {T, H, 192});
+  Arr k = randomArr(dev, DType::BF16, {T, H, 192});
+  Arr v = randomArr(dev, DType::BF16, {T, H, 128});
+  Arr out(dev, DType::BF16, {T, H, 128});
+  Arr loc(dev, DType::I32, {3});
+  loc.setI32({0, 20, 40});
+  loc.up(dev);
+  Cache cache(dev, CacheLayout::Plain, DType::BF16, 10, blockSize);
+  Arr wuk = randomArr(dev, DType::BF16, {H, 128, 512}, -0.1f, 0.1f);
+  Arr wuv = randomArr(dev, DType::BF16, {H, 512, 128}, -0.1f, 0.1f);
+  struct Bad {
+    const char *what;
+    std::vector<int32_t> lens, table;
+    bool total;
+  };
+  const std::vector<int32_t> goodTable = {0, 1, 2, 3, 4, 5, 6, 7};
+  for (const Bad &bad :
+       {Bad{"length past capacity", {10, 65}, goodTable, false},
+        Bad{"negative context", {10, 5}, goodTable, true},
+        Bad{"block id outside the cache", {10, 40},
+            {0, 1, 2, 3, 4, 5, 1000, 7}, false}})
+    for (bool flash : {true, false}) {
+      const PrefillFlashKnob knob(flash);
+      SCOPED_TRACE(std::string(bad.what) + (flash ? ", flash" : ", CUDA cores"));
+      Arr tab(dev, DType::I32, {2, maxBlocks});
+      tab.setI32(bad.table);
+      tab.up(dev);
+      Arr clen(dev, DType::I32, {2});
+      clen.setI32(bad.lens);
+      clen.up(dev);
+      PrefillAttentionArgs g{q.d(), k.d(), v.d(), loc.d(), 0.1f, out.d(), {}};
+      g.cache = cache.d();
+      g.blockTable = tab.d();
+      g.contextLens = clen.d();
+      g.wUK = wuk.d();
+      g.wUV = wuv.d();
+      g.lensIncludeNewTokens = bad.total;
+      Status s = dev->kernels().prefillAttention(g, nullptr);
+      EXPECT_EQ(s.code(), StatusCode::OutOfRange) << s.message();
+    }
 }
 
 // Request bounds are device data: bounds that decrease, or an end past the
