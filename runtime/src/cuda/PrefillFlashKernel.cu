@@ -130,40 +130,99 @@ __device__ __forceinline__ int2 keyRange(const PrefillFlashParams &p,
   return make_int2(r * p.ctxPad, r * p.ctxPad + len - 1);
 }
 
-/// The key segments a chunk walks, built by one thread from its 64 rows'
-/// ranges (rows are in request order, so their ranges are too): touching
-/// or overlapping ranges merge, so a causal chunk is one segment and a
-/// context chunk one per request. Also the tightest range every row
-/// covers ([loMax, hiMin]): a tile inside it needs no mask.
+/// The key segments a chunk walks, built by warp 0 from its 64 rows'
+/// ranges. Rows are in request order, so the first keys of non-empty
+/// ranges never decrease: a row starts a new segment when its range begins
+/// past every earlier range's end + 1, else it extends the current one. So
+/// a causal chunk is one segment and a context chunk one per request. Also
+/// the tightest range every row covers ([loMax, hiMin]): a tile inside it
+/// needs no mask.
 struct ChunkKeys {
-  int lo[kBM], hi[kBM];     ///< per row, then per segment
-  int tileStart[kBM + 1];   ///< first tile of each segment; [n] = all tiles
+  int lo[kBM], hi[kBM];   ///< per segment
+  int tileStart[kBM + 1]; ///< first tile of each segment; [n] = all tiles
   int segments, loMax, hiMin;
 };
 
-__device__ void buildChunkKeys(ChunkKeys &c, const int (&rowLo)[kBM],
-                               const int (&rowHi)[kBM]) {
-  int n = 0, loMax = INT_MIN, hiMin = INT_MAX;
-  for (int i = 0; i < kBM; ++i) {
-    const int lo = rowLo[i], hi = rowHi[i];
-    loMax = max(loMax, lo);
-    hiMin = min(hiMin, hi);
-    if (hi < lo)
-      continue;
-    if (n > 0 && lo >= c.lo[n - 1] && lo <= c.hi[n - 1] + 1) {
-      c.hi[n - 1] = max(c.hi[n - 1], hi);
-      continue;
-    }
-    c.lo[n] = lo;
-    c.hi[n] = hi;
-    ++n;
+/// Inclusive max-scan over the warp's lanes.
+__device__ __forceinline__ int warpScanMax(int v, int lane) {
+#pragma unroll
+  for (int o = 1; o < 32; o <<= 1) {
+    const int u = __shfl_up_sync(0xffffffffu, v, o);
+    if (lane >= o)
+      v = max(v, u);
   }
-  c.tileStart[0] = 0;
-  for (int k = 0; k < n; ++k)
-    c.tileStart[k + 1] = c.tileStart[k] + (c.hi[k] - c.lo[k]) / kBN + 1;
-  c.segments = n;
-  c.loMax = loMax;
-  c.hiMin = hiMin;
+  return v;
+}
+
+/// Inclusive sum-scan over the warp's lanes.
+__device__ __forceinline__ int warpScanSum(int v, int lane) {
+#pragma unroll
+  for (int o = 1; o < 32; o <<= 1) {
+    const int u = __shfl_up_sync(0xffffffffu, v, o);
+    if (lane >= o)
+      v += u;
+  }
+  return v;
+}
+
+/// Run by the 32 lanes of one warp; lane l takes rows 2l and 2l + 1.
+__device__ void buildChunkKeys(ChunkKeys &c, const int (&rowLo)[kBM],
+                               const int (&rowHi)[kBM], int lane) {
+  const int lo[2] = {rowLo[2 * lane], rowLo[2 * lane + 1]};
+  const int hi[2] = {rowHi[2 * lane], rowHi[2 * lane + 1]};
+  int loMax = max(lo[0], lo[1]), hiMin = min(hi[0], hi[1]);
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    loMax = max(loMax, __shfl_xor_sync(0xffffffffu, loMax, o));
+    hiMin = min(hiMin, __shfl_xor_sync(0xffffffffu, hiMin, o));
+  }
+  // The latest key of the non-empty ranges before each row (INT_MIN: none).
+  const int end0 = hi[0] >= lo[0] ? hi[0] : INT_MIN;
+  const int end1 = hi[1] >= lo[1] ? hi[1] : INT_MIN;
+  const int upTo = warpScanMax(max(end0, end1), lane);
+  int before[2];
+  before[0] = __shfl_up_sync(0xffffffffu, upTo, 1);
+  if (lane == 0)
+    before[0] = INT_MIN;
+  before[1] = max(before[0], end0);
+  bool starts[2];
+#pragma unroll
+  for (int e = 0; e < 2; ++e)
+    starts[e] = hi[e] >= lo[e] &&
+                (before[e] == INT_MIN || lo[e] > before[e] + 1);
+  const unsigned s0 = __ballot_sync(0xffffffffu, starts[0]);
+  const unsigned s1 = __ballot_sync(0xffffffffu, starts[1]);
+  const unsigned below = (1u << lane) - 1u;
+  const int n = __popc(s0) + __popc(s1);
+  int index = __popc(s0 & below) + __popc(s1 & below);
+#pragma unroll
+  for (int e = 0; e < 2; ++e) {
+    if (!starts[e])
+      continue;
+    c.lo[index] = lo[e];
+    if (index > 0)
+      c.hi[index - 1] = before[e]; // the previous segment ends here
+    ++index;
+  }
+  if (lane == 31 && n > 0)
+    c.hi[n - 1] = upTo;
+  __syncwarp();
+  // Tiles a segment, then their prefix sums.
+  int tiles[2];
+#pragma unroll
+  for (int e = 0; e < 2; ++e) {
+    const int k = 2 * lane + e;
+    tiles[e] = k < n ? (c.hi[k] - c.lo[k]) / kBN + 1 : 0;
+  }
+  const int upToTiles = warpScanSum(tiles[0] + tiles[1], lane);
+  c.tileStart[2 * lane + 1] = upToTiles - tiles[1];
+  c.tileStart[2 * lane + 2] = upToTiles;
+  if (lane == 0) {
+    c.tileStart[0] = 0;
+    c.segments = n;
+    c.loMax = loMax;
+    c.hiMin = hiMin;
+  }
 }
 
 template <bool kHalf>
@@ -205,8 +264,8 @@ __global__ void __launch_bounds__(kThreads, 2)
     }
   }
   __syncthreads();
-  if (tid == 0)
-    buildChunkKeys(keys, rowLo, rowHi);
+  if (warp == 0)
+    buildChunkKeys(keys, rowLo, rowHi, lane);
   __syncthreads();
   const int tiles = keys.tileStart[keys.segments];
 
