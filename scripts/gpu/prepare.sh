@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Prepares a folder to carry to the GPU machine (the device tool): the CUDA
 # test and bench binaries, mla-run, the codegen fixture, the run scripts and
-# DeepSeek-V2-Lite decode-step artifacts compiled here (the GPU machine has
+# DeepSeek-V2-Lite decode- and prefill-step artifacts compiled here (the GPU machine has
 # no MLIR).
 #   scripts/gpu/prepare.sh BUILD_DIR OUT_DIR
 # Then on the GPU machine: OUT_DIR/gpu-all.sh (see that script).
@@ -40,5 +40,17 @@ compile "$tmp/l27.mlir" "$out/l27.ref.mlaa" "$unopt"
 gen --layers=1 --batch=64 --max-blocks-per-seq=65 --max-position=8192 -o "$tmp/b64.mlir"
 compile "$tmp/b64.mlir" "$out/b64.cg.mlaa" "kernels=codegen"
 compile "$tmp/b64.mlir" "$out/b64.lib.mlaa" "kernels=library"
+# Prefill (chunked, with cached context: --context on the GPU machine).
+compilePrefill() { # compilePrefill IN.mlir OUT.mlaa
+  "$bin/mla-opt" "$1" -mla-prefill-pipeline="target=cuda-sm90" |
+    "$bin/mla-translate" --mla-to-artifact -o "$2"
+}
+# 1 layer, 4 requests of 75 new tokens: correctness against float64.
+gen --layers=1 --phase=prefill --tokens=300 --requests=4 --max-blocks-per-seq=8 --max-position=1024 -o "$tmp/p1.mlir"
+compilePrefill "$tmp/p1.mlir" "$out/p1.cg.mlaa"
+# The timed prefill: 1 layer, 4 x 1024 new tokens a step after 2048 cached
+# ones (3 steps fill the 5120-token block table).
+gen --layers=1 --phase=prefill --tokens=4096 --requests=4 --max-blocks-per-seq=80 --max-position=8192 -o "$tmp/p4k.mlir"
+compilePrefill "$tmp/p4k.mlir" "$out/p4k.cg.mlaa"
 rm -rf "$tmp"
 ls -la "$out"
