@@ -30,9 +30,10 @@ done
 fi
 if [ -z "$NO_SAN" ]; then
 timeout ${T_MEM:-150} compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 9 ./mlart-cuda-tests ${MEM_FILTER} > $OUT/memcheck.log 2>&1; echo "memcheck rc=$?" | tee -a $OUT/summary.txt
-timeout ${T_RACE:-80} compute-sanitizer --tool racecheck --error-exitcode 9 ./mlart-cuda-tests --gtest_filter='Grid/CudaDecode.MatchesCpu/0:Grid/CudaDecode.MatchesCpu/2:CudaDecodeGraph.ClusterMerge*:CudaRopeCacheUpdate.*:CudaPrefill.*' > $OUT/racecheck.log 2>&1; echo "racecheck rc=$?" | tee -a $OUT/summary.txt
+timeout ${T_RACE:-120} compute-sanitizer --tool racecheck --error-exitcode 9 ./mlart-cuda-tests --gtest_filter='Grid/CudaDecode.MatchesCpu/0:Grid/CudaDecode.MatchesCpu/2:CudaDecodeGraph.ClusterMerge*:CudaRopeCacheUpdate.*:CudaPrefill*' > $OUT/racecheck.log 2>&1; echo "racecheck rc=$?" | tee -a $OUT/summary.txt
 MLART_DECODE_MANY=force timeout ${T_RACE:-80} compute-sanitizer --tool racecheck --error-exitcode 9 ./mlart-cuda-tests --gtest_filter='Grid/CudaDecode.MatchesCpu/5:Grid/CudaDecode.MatchesCpu/11:Grid/CudaDecode.MatchesCpu/12:CudaDecodeGraph.*' > $OUT/racecheck-many.log 2>&1; echo "racecheck (many-heads TMA) rc=$?" | tee -a $OUT/summary.txt
 timeout ${T_RACE:-80} compute-sanitizer --tool racecheck --error-exitcode 9 ./mlart-cuda-tests --gtest_filter='CudaCodegen.BadIndices*:CudaCacheUpdate*' > $OUT/racecheck-codegen.log 2>&1; echo "racecheck (generated kernels, update) rc=$?" | tee -a $OUT/summary.txt
 tail -5 $OUT/memcheck.log; tail -5 $OUT/racecheck.log; tail -5 $OUT/racecheck-many.log; tail -3 $OUT/racecheck-codegen.log
 fi
+echo "finished at $(date +%T)" | tee -a $OUT/summary.txt
 echo "=== summary"; grep -E "^\[  (PASSED|FAILED) |tests? (passed|failed)" $OUT/tests.log | head; grep -E "^\[  FAILED" $OUT/tests.log | head -20; cat $OUT/summary.txt

@@ -8,7 +8,9 @@
 // to a size-binned free list together with an event recorded on the legacy
 // default stream; it is reused only once that event has completed, i.e. once
 // all work queued before the free on any (blocking) stream is done. So a
-// Buffer may be dropped while kernels that use it are still queued.
+// Buffer may be dropped while kernels that use it are still queued. Kernels'
+// own temporaries (split-KV partials, a prefill's expanded context) come
+// stream-ordered from a scratch pool that keeps its memory between calls.
 //
 // Kernels: cache-writing kernels check slots on the device. By default every
 // such call synchronises its stream and turns the device error record into a
@@ -45,9 +47,13 @@ public:
   /// Milliseconds between two completed events.
   virtual StatusOr<float> elapsedMs(EventHandle start, EventHandle end) = 0;
 
-  /// Caching allocator: bytes held in free lists, and a way to return them.
+  /// Caching allocator and scratch pool: bytes held for reuse (free lists
+  /// and unused pool reserve), and a way to return them to the driver.
   virtual size_t cachedBytes() const = 0;
   virtual Status emptyCache() = 0;
+  /// Device memory the scratch pool holds for kernels' temporaries (kept
+  /// between calls; emptyCache returns what no queued call still uses).
+  virtual size_t scratchBytes() const = 0;
 
   /// Cache-write error checking mode (see the file comment).
   virtual void setSynchronousChecks(bool on) = 0;

@@ -70,6 +70,8 @@ struct CudaContext {
   bool synchronousChecks = true;
   Blas *blas = nullptr;
   BlasLt *blasLt = nullptr;
+  /// Stream-ordered scratch (Scratch.h); null: the default pool.
+  cudaMemPool_t scratchPool = nullptr;
 };
 
 /// Resets the device record on `stream` (stream-ordered).

@@ -180,7 +180,25 @@ public:
     ctx_.blas = blas_.get();
     blasLt_ = std::make_unique<BlasLt>();
     ctx_.blasLt = blasLt_.get();
+    MLART_RETURN_IF_ERROR(createScratchPool());
     return resetRecord(ctx_, nullptr);
+  }
+
+  /// The scratch pool (Scratch.h): device memory that stays reserved
+  /// between calls instead of being re-mapped after every synchronisation.
+  Status createScratchPool() {
+    cudaMemPoolProps props{};
+    props.allocType = cudaMemAllocationTypePinned;
+    props.location.type = cudaMemLocationTypeDevice;
+    props.location.id = ordinal_;
+    MLART_CUDA_CHECK(cudaMemPoolCreate(&ctx_.scratchPool, &props),
+                     "cudaMemPoolCreate(scratch pool)");
+    uint64_t keepAll = UINT64_MAX;
+    MLART_CUDA_CHECK(cudaMemPoolSetAttribute(ctx_.scratchPool,
+                                             cudaMemPoolAttrReleaseThreshold,
+                                             &keepAll),
+                     "cudaMemPoolSetAttribute(scratch pool threshold)");
+    return Status::success();
   }
 
   ~CudaDeviceImpl() override {
@@ -189,6 +207,8 @@ public:
     blas_.reset();
     blasLt_.reset();
     (void)emptyCache();
+    if (ctx_.scratchPool)
+      cudaMemPoolDestroy(ctx_.scratchPool);
     if (ctx_.deviceRecord)
       cudaFree(ctx_.deviceRecord);
     if (ctx_.hostRecord)
@@ -379,12 +399,37 @@ public:
     size_t n = 0;
     for (auto &kv : free_)
       n += kv.first;
+    uint64_t reserved = 0, used = 0;
+    if (ctx_.scratchPool &&
+        cudaMemPoolGetAttribute(ctx_.scratchPool,
+                                cudaMemPoolAttrReservedMemCurrent,
+                                &reserved) == cudaSuccess &&
+        cudaMemPoolGetAttribute(ctx_.scratchPool,
+                                cudaMemPoolAttrUsedMemCurrent,
+                                &used) == cudaSuccess &&
+        reserved > used)
+      n += size_t(reserved - used);
     return n;
+  }
+  size_t scratchBytes() const override {
+    uint64_t reserved = 0;
+    if (ctx_.scratchPool &&
+        cudaMemPoolGetAttribute(ctx_.scratchPool,
+                                cudaMemPoolAttrReservedMemCurrent,
+                                &reserved) != cudaSuccess)
+      return 0;
+    return size_t(reserved);
   }
   Status emptyCache() override {
     std::lock_guard<std::mutex> lock(mu_);
     cudaSetDevice(ordinal_);
     Status first = Status::success();
+    if (ctx_.scratchPool) {
+      // The pool keeps what backs allocations still pending on a stream.
+      cudaError_t e = cudaMemPoolTrimTo(ctx_.scratchPool, 0);
+      if (e != cudaSuccess)
+        first = cudaError(e, "cudaMemPoolTrimTo(scratch pool)");
+    }
     for (auto &kv : free_) {
       cudaEventSynchronize(kv.second.ready);
       cudaEventDestroy(kv.second.ready);

@@ -23,6 +23,7 @@
 #include "cuda/DecodeCommon.h"
 #include "cuda/Knobs.h"
 #include "cuda/Launch.h"
+#include "cuda/Scratch.h"
 #include "cpu/TensorAccess.h"
 
 #include <cooperative_groups.h>
@@ -893,7 +894,7 @@ __global__ void __launch_bounds__(kCombineThreads)
 /// Merges the splits of one (sequence, head): weights exp(lse_s - max),
 /// computed once per split into shared memory; each thread then combines 4
 /// consecutive channels with 16-byte loads (dv % 4 == 0, the partials are
-/// 16-byte aligned: cudaMallocAsync and dv = 512).
+/// 16-byte aligned: scratch-pool blocks and dv = 512).
 __global__ void combineKernel(DecodeParams p, int dv) {
   pdlPrologue();
   const int b = blockIdx.y, h = blockIdx.x, H = p.heads;
@@ -1108,11 +1109,10 @@ Status launchBalancedDecode(CudaContext &ctx, DecodeParams p, int64_t B,
   const size_t outBytes = size_t(2 * ctas) * kHeads * kDv * sizeof(float);
   const size_t lseBytes = size_t(2 * ctas) * kHeads * sizeof(float);
   const size_t mergeBytes = size_t(ctas) * sizeof(BalancedMerge);
-  void *work = nullptr;
-  MLART_CUDA_CHECK(
-      cudaMallocAsync(&work, outBytes + lseBytes + mergeBytes, stream),
-      "cudaMallocAsync(balanced decode workspace)");
-  uint8_t *w = static_cast<uint8_t *>(work);
+  StreamScratch work(ctx, stream);
+  MLART_RETURN_IF_ERROR(work.allocate(outBytes + lseBytes + mergeBytes,
+                                      "scratch (balanced decode workspace)"));
+  uint8_t *w = work.get();
   p.partOut = reinterpret_cast<float *>(w);
   p.partLse = reinterpret_cast<float *>(w + outBytes);
   p.merges = reinterpret_cast<BalancedMerge *>(w + outBytes + lseBytes);
@@ -1127,8 +1127,6 @@ Status launchBalancedDecode(CudaContext &ctx, DecodeParams p, int64_t B,
                                      combineBalancedKernel,
                                      dim3(unsigned(ctas)), kCombineThreads, 0,
                                      stream, p));
-  MLART_CUDA_CHECK(cudaFreeAsync(work, stream),
-                   "cudaFreeAsync(balanced decode workspace)");
   balancedLaunches().fetch_add(1, std::memory_order_relaxed);
   return Status::success();
 }
@@ -1363,16 +1361,15 @@ Status decodeAttention(CudaContext &ctx, const DecodeAttentionArgs &a,
     }
   }
 
-  void *work = nullptr;
+  StreamScratch work(ctx, stream);
   const bool combine = splits > 1 && !p.clusterMerge;
   if (combine) {
     const size_t outBytes = size_t(B) * splits * H * kDv * sizeof(float);
     const size_t lseBytes = size_t(B) * splits * H * sizeof(float);
-    MLART_CUDA_CHECK(cudaMallocAsync(&work, outBytes + lseBytes, stream),
-                     "cudaMallocAsync(decode split workspace)");
-    p.partOut = static_cast<float *>(work);
-    p.partLse = reinterpret_cast<float *>(static_cast<uint8_t *>(work) +
-                                          outBytes);
+    MLART_RETURN_IF_ERROR(work.allocate(outBytes + lseBytes,
+                                        "scratch (decode split workspace)"));
+    p.partOut = reinterpret_cast<float *>(work.get());
+    p.partLse = reinterpret_cast<float *>(work.get() + outBytes);
   }
   if (many) {
     MLART_RETURN_IF_ERROR(launchDecodeManyHeads(p, B, stream));
@@ -1387,8 +1384,6 @@ Status decodeAttention(CudaContext &ctx, const DecodeAttentionArgs &a,
     MLART_RETURN_IF_ERROR(launchKernel("combineKernel", combineKernel,
                                        dim3(unsigned(H), unsigned(B)), 128, 0,
                                        stream, p, kDv));
-    MLART_CUDA_CHECK(cudaFreeAsync(work, stream),
-                     "cudaFreeAsync(decode split workspace)");
   }
   return finishChecked(ctx, stream, lock);
 }

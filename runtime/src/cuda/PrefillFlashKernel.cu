@@ -273,16 +273,23 @@ __global__ void __launch_bounds__(kThreads, 2)
     buildChunkKeys(keys, rowLo, rowHi, lane);
   __syncthreads();
   const int tiles = keys.tileStart[keys.segments];
+  // Held in registers: read at every tile.
+  const int loMax = keys.loMax, hiMin = keys.hiMin;
+  const int lo0 = tiles > 0 ? keys.lo[0] : 0; // the causal segment
+  const int hi0 = tiles > 0 ? keys.hi[0] : -1;
 
   const uint16_t *qBase = static_cast<const uint16_t *>(p.q) + h * p.qS1;
   const uint16_t *kBase = static_cast<const uint16_t *>(p.k) + h * p.kS1;
   const uint16_t *vBase = static_cast<const uint16_t *>(p.v) + h * p.vS1;
   // The first key of a tile, and the last key of its segment.
   auto tileKeys = [&](int tile, int &segHi) {
+    if constexpr (!kContext) { // a causal chunk is one segment
+      segHi = hi0;
+      return lo0 + tile * kBN;
+    }
     int k = 0;
-    if constexpr (kContext) // a causal chunk is one segment
-      while (tile >= keys.tileStart[k + 1])
-        ++k;
+    while (tile >= keys.tileStart[k + 1])
+      ++k;
     segHi = keys.hi[k];
     return keys.lo[k] + (tile - keys.tileStart[k]) * kBN;
   };
@@ -351,7 +358,7 @@ __global__ void __launch_bounds__(kThreads, 2)
     // Scale, mask, online softmax (rows g and g + 8).
     int segHi;
     const int from = tileKeys(tile, segHi);
-    const bool unmasked = from >= keys.loMax && from + kBN - 1 <= keys.hiMin;
+    const bool unmasked = from >= loMax && from + kBN - 1 <= hiMin;
     float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
     for (int n = 0; n < kSTiles; ++n)

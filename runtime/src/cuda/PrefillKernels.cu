@@ -24,6 +24,7 @@
 #include "cuda/Launch.h"
 #include "cuda/PrefillContext.h"
 #include "cuda/PrefillFlash.h"
+#include "cuda/Scratch.h"
 #include "cpu/TensorAccess.h"
 
 #include <climits>
@@ -240,28 +241,6 @@ __global__ void prefillKernel(PrefillParams p) {
     p.lse[i * p.lS0 + h * p.lS1] = L > 0.0f ? M + logf(L) : -INFINITY;
 }
 
-/// Stream-ordered device scratch (cudaMallocAsync, so graph-capturable),
-/// freed in stream order when it goes out of scope.
-class StreamScratch {
-public:
-  explicit StreamScratch(cudaStream_t stream) : stream_(stream) {}
-  StreamScratch(const StreamScratch &) = delete;
-  StreamScratch &operator=(const StreamScratch &) = delete;
-  ~StreamScratch() {
-    if (ptr_)
-      (void)cudaFreeAsync(ptr_, stream_);
-  }
-  Status allocate(size_t bytes, const char *what) {
-    MLART_CUDA_CHECK(cudaMallocAsync(&ptr_, bytes, stream_), what);
-    return Status::success();
-  }
-  uint8_t *get() const { return static_cast<uint8_t *>(ptr_); }
-
-private:
-  cudaStream_t stream_;
-  void *ptr_ = nullptr;
-};
-
 /// The flash kernel's operands, shared by every launch of one call.
 PrefillFlashParams flashParams(const PrefillParams &p) {
   PrefillFlashParams f;
@@ -302,10 +281,10 @@ Status prefillExpandedContext(CudaContext &ctx, const PrefillAttentionArgs &a,
                               cudaStream_t stream) {
   const size_t rows = size_t(p.T) * size_t(p.H);
   const size_t partialOffset = (plan.bytes + 255) / 256 * 256;
-  StreamScratch scratch(stream);
+  StreamScratch scratch(ctx, stream);
   MLART_RETURN_IF_ERROR(scratch.allocate(
       partialOffset + rows * (kFlashVDim + 1) * sizeof(float),
-      "cudaMallocAsync(prefill context workspace)"));
+      "scratch (prefill context workspace)"));
   MLART_RETURN_IF_ERROR(
       expandPrefillContext(ctx, a, plan, scratch.get(), stream));
   float *partial = reinterpret_cast<float *>(scratch.get() + partialOffset);
@@ -348,13 +327,13 @@ Status runPrefill(CudaContext &ctx, const PrefillAttentionArgs &a,
   ContextExpansionPlan plan;
   if (flash && planContextExpansion(ctx, a, p.R, plan))
     return prefillExpandedContext(ctx, a, p, plan, stream);
-  StreamScratch scratch(stream);
+  StreamScratch scratch(ctx, stream);
   if (flash) {
     // Mixed: the flash kernel's f32 rows, merged by the context kernel.
     const size_t rows = size_t(p.T) * size_t(p.H);
     MLART_RETURN_IF_ERROR(
         scratch.allocate(rows * (kFlashVDim + 1) * sizeof(float),
-                         "cudaMallocAsync(prefill partials)"));
+                         "scratch (prefill partials)"));
     PrefillFlashParams f = flashParams(p);
     f.partial = reinterpret_cast<float *>(scratch.get());
     f.lse = f.partial + rows * kFlashVDim;
