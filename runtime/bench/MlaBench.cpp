@@ -608,27 +608,40 @@ void benchCodegen(CudaDevice &dev, bool quick, std::mt19937 &rng) {
 /// n(n+1)/2 * (192 + 128) a request, and the context: on the CUDA cores in
 /// absorbed form, 2 * H * n * ctx * (576 + 512); on the tensor-core route
 /// expanded (2 * rows * 512 * (128 + 128) * H, rows = the block table's
-/// capacity a request) and attended in MHA form, 2 * H * n * ctx * 320.
-/// Bytes: q, k, v, out and the context rows.
+/// capacity a request, or the host-side bound when smaller) and attended in
+/// MHA form, 2 * H * n * ctx * 320. The "table 32k" rows give each request
+/// a block table for 32768 tokens, as an engine sized for long sequences
+/// does, with and without PrefillAttentionArgs::contextLenBound; they run
+/// the tensor-core route only. Bytes: q, k, v, out and the context rows.
 void benchPrefill(const KernelLibrary &k, std::mt19937 &rng, bool quick) {
   struct Shape {
     int64_t H;
     std::vector<int32_t> lens;
     int32_t ctx;
     const char *name;
+    int32_t tableTokens = 0; ///< block table capacity; 0: ctx rounded up
+    int64_t bound = 0;       ///< contextLenBound
   };
+  const std::vector<int32_t> fourShort = {256, 256, 256, 256};
   const Shape shapes[] = {
       {16, {4096}, 0, "H=16 T=4096"},
       {16, {1024, 1024, 1024, 1024}, 0, "H=16 4x1024"},
       {128, {4096}, 0, "H=128 T=4096"},
-      {16, {256, 256, 256, 256}, 2048, "H=16 4x256 ctx 2048"},
+      {16, fourShort, 2048, "H=16 4x256 ctx 2048"},
       {16, {1024, 1024}, 8192, "H=16 2x1024 ctx 8192"},
+      {16, fourShort, 2048, "H=16 4x256 ctx 2048 table 32k", 32768},
+      {16, fourShort, 2048, "H=16 4x256 ctx 2048 table 32k bound", 32768,
+       2048},
   };
   for (const Shape &sh : shapes) {
     const int64_t H = sh.H, R = int64_t(sh.lens.size());
     std::vector<int32_t> qsl{0};
     double flops = 0, ctxAbsorbed = 0, ctxExpanded = 0;
-    const double capacity = double((sh.ctx + 63) / 64 * 64);
+    const int64_t tableBlocks =
+        (sh.tableTokens > 0 ? sh.tableTokens : (sh.ctx + 63)) / 64;
+    const double capacity =
+        sh.bound > 0 ? double(std::min<int64_t>(sh.bound, tableBlocks * 64))
+                     : double(tableBlocks * 64);
     for (int32_t n : sh.lens) {
       qsl.push_back(qsl.back() + n);
       flops += 2.0 * H * (double(n) * (n + 1) / 2) * (192 + 128);
@@ -661,17 +674,25 @@ void benchPrefill(const KernelLibrary &k, std::mt19937 &rng, bool quick) {
       std::vector<int32_t> ids(size_t(blocks - 1));
       std::iota(ids.begin(), ids.end(), 1);
       std::shuffle(ids.begin(), ids.end(), rng);
-      table = upload(ids);
+      // Rows past a request's context are never read; block 0 fills them.
+      std::vector<int32_t> rows(size_t(R * tableBlocks), 0);
+      for (int64_t r = 0; r < R; ++r)
+        std::copy_n(ids.begin() + r * perSeq, perSeq,
+                    rows.begin() + r * tableBlocks);
+      table = upload(rows);
       ctxLens = upload(std::vector<int32_t>(size_t(R), sh.ctx));
       wuk = randomBf16(size_t(H * 128 * 512), rng);
       wuv = randomBf16(size_t(H * 512 * 128), rng);
-      a.blockTable = ten(table.data(), DType::I32, {R, perSeq});
+      a.blockTable = ten(table.data(), DType::I32, {R, tableBlocks});
+      a.contextLenBound = sh.bound;
       a.contextLens = ten(ctxLens.data(), DType::I32, {R});
       a.wUK = ten(wuk.data(), DType::BF16, {H, 128, 512});
       a.wUV = ten(wuv.data(), DType::BF16, {H, 512, 128});
       bytes += double(R) * sh.ctx * 1152;
     }
     for (int flash : {1, 0}) {
+      if (!flash && sh.tableTokens > 0)
+        continue; // the CUDA-core route reads only the context either way
       cuda::setKnobOverride(cuda::Knob::PrefillFlash, flash);
       auto fn = [&] { CHECK(k.prefillAttention(a, gStream)); };
       const bool slow = !flash && (H > 16 || sh.ctx > 0);

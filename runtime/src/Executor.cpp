@@ -143,6 +143,14 @@ bool Executor::isWeightView(uint32_t index) const {
           artifact_.buffers()[v.baseIndex].role == BufferRole::Weight);
 }
 
+Status Executor::setPrefillContextBound(int64_t bound) {
+  if (bound < 0)
+    return invalidArgument("prefill context bound must be >= 0 (0: none), not " +
+                           std::to_string(bound));
+  prefillContextBound_ = bound;
+  return Status::success();
+}
+
 Status Executor::runInstruction(size_t i, StreamHandle stream) {
   const Instruction &inst = artifact_.instructions()[i];
   const KernelLibrary &k = device_->kernels();
@@ -186,7 +194,7 @@ Status Executor::runInstruction(size_t i, StreamHandle stream) {
     // ArtifactWriter::prefillAttentionTotalLens).
     return k.prefillAttention({op(0), op(1), op(2), op(3), inst.floatAttr,
                                op(4), op(5), cache, op(6), op(7), op(8),
-                               op(9), inst.intAttr == 1},
+                               op(9), inst.intAttr == 1, prefillContextBound_},
                               stream);
   case Opcode::QAbsorb:
     return k.qAbsorb({op(0), op(1), op(2), staticWeight}, stream);

@@ -348,3 +348,84 @@ TEST(CApi, LinearWithAddendMatchesFloat64) {
 }
 
 } // namespace
+
+// mlart_prefill_attention_full: total lengths and the host-side context
+// bound reach the kernel through the C struct. Total lengths with a bound
+// equal to the context give bit for bit what the base entry point gives
+// with context lengths; a context longer than the bound is OUT_OF_RANGE and
+// a negative bound INVALID_ARGUMENT, with out left as it was.
+TEST(CApi, PrefillAttentionTotalLengthsAndContextBound) {
+  mlart_device *dev = nullptr;
+  ASSERT_EQ(mlart_device_create_cpu(&dev), nullptr);
+  mlart_kv_cache_desc desc = {2, 16, 128, 64, MLART_DTYPE_F32,
+                              MLART_CACHE_PLAIN};
+  mlart_kv_cache *cache = nullptr;
+  ASSERT_EQ(mlart_kv_cache_create(dev, &desc, 1.0f, &cache), nullptr);
+  std::mt19937 rng(std::random_device{}());
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  auto random = [&](size_t n) {
+    std::vector<float> v(n);
+    for (float &e : v)
+      e = u(rng);
+    return v;
+  };
+  std::vector<float> rows = random(2 * 16 * 192);
+  ASSERT_EQ(mlart_kv_cache_write_bytes(cache, 0, rows.data(), rows.size() * 4),
+            nullptr);
+  // One request: 2 new tokens after 20 cached ones; 2 heads, nope 32.
+  const int32_t ctx = 20;
+  std::vector<float> q = random(2 * 2 * 96), k = random(2 * 2 * 96),
+                     v = random(2 * 2 * 16), wuk = random(2 * 32 * 128),
+                     wuv = random(2 * 128 * 16);
+  for (float &w : wuk)
+    w *= 0.1f;
+  for (float &w : wuv)
+    w *= 0.1f;
+  std::vector<float> out1(2 * 2 * 16, NAN), out2(out1);
+  int32_t qsl[2] = {0, 2}, table[2] = {1, 0}, ctxLen = ctx,
+          totalLen = ctx + 2;
+  int64_t qS[3] = {2, 2, 96}, vS[3] = {2, 2, 16}, locS[1] = {2},
+          tabS[2] = {1, 2}, lenS[1] = {1}, ukS[3] = {2, 32, 128},
+          uvS[3] = {2, 128, 16};
+  mlart_prefill_attention_args a = {};
+  a.q = mlart_tensor_contiguous(q.data(), MLART_DTYPE_F32, 3, qS);
+  a.k = mlart_tensor_contiguous(k.data(), MLART_DTYPE_F32, 3, qS);
+  a.v = mlart_tensor_contiguous(v.data(), MLART_DTYPE_F32, 3, vS);
+  a.query_start_loc = mlart_tensor_contiguous(qsl, MLART_DTYPE_I32, 1, locS);
+  a.softmax_scale = 0.1f;
+  a.out = mlart_tensor_contiguous(out1.data(), MLART_DTYPE_F32, 3, vS);
+  a.cache = cache;
+  a.block_table = mlart_tensor_contiguous(table, MLART_DTYPE_I32, 2, tabS);
+  a.context_lens = mlart_tensor_contiguous(&ctxLen, MLART_DTYPE_I32, 1, lenS);
+  a.w_uk = mlart_tensor_contiguous(wuk.data(), MLART_DTYPE_F32, 3, ukS);
+  a.w_uv = mlart_tensor_contiguous(wuv.data(), MLART_DTYPE_F32, 3, uvS);
+  ASSERT_EQ(mlart_prefill_attention(dev, &a, nullptr), nullptr);
+  for (float o : out1)
+    ASSERT_TRUE(std::isfinite(o));
+
+  mlart_prefill_attention_full_args f = {};
+  f.base = a;
+  f.base.out = mlart_tensor_contiguous(out2.data(), MLART_DTYPE_F32, 3, vS);
+  f.base.context_lens =
+      mlart_tensor_contiguous(&totalLen, MLART_DTYPE_I32, 1, lenS);
+  f.lens_include_new_tokens = 1;
+  f.context_len_bound = ctx - 1;
+  mlart_status st = mlart_prefill_attention_full(dev, &f, nullptr);
+  EXPECT_EQ(mlart_status_get_code(st), MLART_STATUS_OUT_OF_RANGE);
+  EXPECT_NE(std::string(mlart_status_message(st)).find("contextLenBound"),
+            std::string::npos)
+      << mlart_status_message(st);
+  mlart_status_free(st);
+  f.context_len_bound = -1;
+  st = mlart_prefill_attention_full(dev, &f, nullptr);
+  EXPECT_EQ(mlart_status_get_code(st), MLART_STATUS_INVALID_ARGUMENT);
+  mlart_status_free(st);
+  for (float o : out2)
+    ASSERT_TRUE(std::isnan(o)) << "a refused call wrote out";
+
+  f.context_len_bound = ctx;
+  ASSERT_EQ(mlart_prefill_attention_full(dev, &f, nullptr), nullptr);
+  EXPECT_EQ(std::memcmp(out1.data(), out2.data(), out1.size() * 4), 0);
+  mlart_kv_cache_destroy(cache);
+  mlart_device_destroy(dev);
+}

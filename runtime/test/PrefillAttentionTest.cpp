@@ -222,6 +222,33 @@ TEST(PrefillAttention, LseIsOptional) {
   expectNear(p.out.values(), refOut, 1e-5, 1e-5, "out");
 }
 
+// A bound at least every request's context is only a hint: the result is
+// bit for bit the unbounded one, with context or total lengths.
+TEST(PrefillAttention, ContextBoundThatHoldsChangesNothing) {
+  PrefillProblem p(kSmall, {4, 6}, {10, 20}, DType::F32, DType::F32, 26);
+  p.run();
+  const std::vector<uint8_t> out = p.out.bytes(), lse = p.lse.bytes();
+  for (int64_t bound : {20, 21, 1000}) {
+    SCOPED_TRACE(bound);
+    p.out.poison();
+    p.lse.poison();
+    PrefillAttentionArgs a = p.args();
+    a.contextLenBound = bound;
+    ASSERT_TRUE(cpu::prefillAttention(a).ok());
+    EXPECT_EQ(p.out.bytes(), out);
+    EXPECT_EQ(p.lse.bytes(), lse);
+  }
+  // Total lengths: the bound applies to the context, not the total.
+  HostTensor total = HostTensor::i32({2}, {10 + 4, 20 + 6});
+  p.out.poison();
+  PrefillAttentionArgs a = p.args();
+  a.contextLens = total.ref();
+  a.lensIncludeNewTokens = true;
+  a.contextLenBound = 20;
+  ASSERT_TRUE(cpu::prefillAttention(a).ok());
+  EXPECT_EQ(p.out.bytes(), out);
+}
+
 TEST(PrefillAttention, RejectsInvalidArgumentsWithoutWriting) {
   PrefillProblem p(kSmall, {4, 6}, {10, 20}, DType::F32, DType::F32, 25);
   HostTensor decreasing = HostTensor::i32({3}, {0, 6, 4});
@@ -264,6 +291,10 @@ TEST(PrefillAttention, RejectsInvalidArgumentsWithoutWriting) {
        [&](auto &a) { a.blockTable = badBlock.ref(); }},
       {"context without weights", StatusCode::InvalidArgument,
        [&](auto &a) { a.wUK = TensorRef(); }},
+      {"context over contextLenBound", StatusCode::OutOfRange,
+       [&](auto &a) { a.contextLenBound = 19; }},
+      {"negative contextLenBound", StatusCode::InvalidArgument,
+       [&](auto &a) { a.contextLenBound = -1; }},
   };
   for (const Mutation &m : mutations) {
     SCOPED_TRACE(m.what);

@@ -175,6 +175,15 @@ public:
   /// graph keeps the schedule it was captured with.
   void setDecodeSchedule(DecodeSchedule s) { decodeSchedule_ = s; }
   DecodeSchedule decodeSchedule() const { return decodeSchedule_; }
+  /// An upper bound, known on the host, on every request's cached context
+  /// that each prefill-attention instruction passes
+  /// (PrefillAttentionArgs::contextLenBound; 0: none). With it the CUDA
+  /// prefill expands that many context rows a request instead of the
+  /// block table's capacity. A graph captured with a bound keeps it, and a
+  /// later step whose context exceeds it fails (OutOfRange). Takes effect at
+  /// the next run or capture. InvalidArgument when negative.
+  Status setPrefillContextBound(int64_t bound);
+  int64_t prefillContextBound() const { return prefillContextBound_; }
   /// The plan the next run uses for the current bindings (made on demand).
   StatusOr<const StreamPlan *> streamPlan();
 
@@ -246,6 +255,7 @@ private:
   Graph graph_;
   int maxStreams_ = 2;
   DecodeSchedule decodeSchedule_ = DecodeSchedule::Default;
+  int64_t prefillContextBound_ = 0;
   StreamPlan plan_;
   /// The bindings and stream limit plan_ was made for.
   std::vector<const void *> planKey_;

@@ -156,6 +156,15 @@ struct PrefillAttentionArgs {
   /// step (the compiler's seq_lens) and the context is that minus the
   /// request's new tokens.
   bool lensIncludeNewTokens = false;
+  /// An upper bound, known on the host, on every request's cached context
+  /// in tokens; 0: none (the block table's capacity bounds it). Serving
+  /// engines size block tables for the longest sequence they admit, so
+  /// work sized by the capacity is mostly padding: the CUDA tensor-core
+  /// route expands min(bound, capacity) context rows per request instead
+  /// (vLLM sizes its chunked-prefill workspace from host-side lengths the
+  /// same way). A request whose context exceeds the bound is an error
+  /// (OutOfRange) on every device, so results never depend on the device.
+  int64_t contextLenBound = 0;
 };
 
 /// out[b, h, :] = qNope[b, h, :] @ wUK[h]   (wUK [H, nope, latent]).

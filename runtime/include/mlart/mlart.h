@@ -328,6 +328,21 @@ typedef struct mlart_prefill_attention_args {
   mlart_tensor w_uv;
 } mlart_prefill_attention_args;
 
+/** mlart_prefill_attention_args (never grown, see docs/runtime.md) plus
+ *  the later fields of the C++ PrefillAttentionArgs, for
+ *  mlart_prefill_attention_full. */
+typedef struct mlart_prefill_attention_full_args {
+  mlart_prefill_attention_args base;
+  /** Non-zero: context_lens holds each request's total length after this
+   *  step (context + new tokens), as compiled artifacts pass it. */
+  int32_t lens_include_new_tokens;
+  /** An upper bound, known on the host, on every request's cached context
+   *  (0: none). The CUDA device sizes its context expansion by it instead
+   *  of the block table's capacity; a longer context is
+   *  MLART_STATUS_OUT_OF_RANGE on every device. */
+  int64_t context_len_bound;
+} mlart_prefill_attention_full_args;
+
 typedef struct mlart_q_absorb_args {
   mlart_tensor q_nope;
   mlart_tensor w_uk;
@@ -406,6 +421,11 @@ mlart_status mlart_decode_attention(mlart_device *device,
 mlart_status mlart_prefill_attention(mlart_device *device,
                                      const mlart_prefill_attention_args *args,
                                      mlart_stream *stream);
+/** mlart_prefill_attention with total lengths and the context bound. */
+mlart_status
+mlart_prefill_attention_full(mlart_device *device,
+                             const mlart_prefill_attention_full_args *args,
+                             mlart_stream *stream);
 mlart_status mlart_q_absorb(mlart_device *device,
                             const mlart_q_absorb_args *args,
                             mlart_stream *stream);
@@ -508,6 +528,14 @@ typedef enum mlart_decode_schedule {
  *  device. InvalidArgument for a value not in mlart_decode_schedule. */
 mlart_status mlart_executor_set_decode_schedule(mlart_executor *executor,
                                                 int schedule);
+
+/** The host-side bound on every request's cached context that each
+ *  prefill-attention instruction passes from the next run or capture on
+ *  (PrefillAttentionArgs::contextLenBound; 0, the default: none). A graph
+ *  captured with a bound keeps it: a later step with a longer context is
+ *  reported, never read past the bound. InvalidArgument when negative. */
+mlart_status mlart_executor_set_prefill_context_bound(mlart_executor *executor,
+                                                      int64_t bound);
 
 /*---- The step as a CUDA graph (CUDA device; see docs/runtime.md) ---------*/
 

@@ -168,6 +168,15 @@ mlart_status mlart_executor_set_decode_schedule(mlart_executor *executor,
   });
 }
 
+mlart_status mlart_executor_set_prefill_context_bound(mlart_executor *executor,
+                                                      int64_t bound) {
+  return guarded([&]() -> Status {
+    if (!executor)
+      return nullArg("executor");
+    return executor->executor.setPrefillContextBound(bound);
+  });
+}
+
 mlart_status mlart_executor_set_max_streams(mlart_executor *executor,
                                             int streams) {
   return guarded([&]() -> Status {

@@ -18,6 +18,30 @@ Status checkCall(const mlart_device *device, const void *args,
 const KernelLibrary &kernelsOf(const mlart_device *device) {
   return device->device->kernels();
 }
+
+/// The operands both prefill entry points have.
+Status toPrefillAttentionArgs(const mlart_prefill_attention_args *args,
+                              PrefillAttentionArgs &a) {
+  MLART_RETURN_IF_ERROR(toTensorRef(args->q, "q", a.q));
+  MLART_RETURN_IF_ERROR(toTensorRef(args->k, "k", a.k));
+  MLART_RETURN_IF_ERROR(toTensorRef(args->v, "v", a.v));
+  MLART_RETURN_IF_ERROR(toTensorRef(args->query_start_loc,
+                                    "query_start_loc", a.queryStartLoc));
+  a.softmaxScale = args->softmax_scale;
+  MLART_RETURN_IF_ERROR(toTensorRef(args->out, "out", a.out));
+  MLART_RETURN_IF_ERROR(toTensorRef(args->lse, "lse", a.lse));
+  // A NULL cache means "no cached context": leave a.cache empty.
+  if (args->cache)
+    MLART_RETURN_IF_ERROR(toCacheRef(args->cache, a.cache));
+  MLART_RETURN_IF_ERROR(
+      toTensorRef(args->block_table, "block_table", a.blockTable));
+  MLART_RETURN_IF_ERROR(
+      toTensorRef(args->context_lens, "context_lens", a.contextLens));
+  MLART_RETURN_IF_ERROR(toTensorRef(args->w_uk, "w_uk", a.wUK));
+  MLART_RETURN_IF_ERROR(toTensorRef(args->w_uv, "w_uv", a.wUV));
+  return Status::success();
+}
+
 } // namespace
 
 extern "C" {
@@ -134,23 +158,22 @@ mlart_status mlart_prefill_attention(mlart_device *device,
     StreamHandle h;
     MLART_RETURN_IF_ERROR(checkCall(device, args, stream, h));
     PrefillAttentionArgs a;
-    MLART_RETURN_IF_ERROR(toTensorRef(args->q, "q", a.q));
-    MLART_RETURN_IF_ERROR(toTensorRef(args->k, "k", a.k));
-    MLART_RETURN_IF_ERROR(toTensorRef(args->v, "v", a.v));
-    MLART_RETURN_IF_ERROR(toTensorRef(args->query_start_loc,
-                                      "query_start_loc", a.queryStartLoc));
-    a.softmaxScale = args->softmax_scale;
-    MLART_RETURN_IF_ERROR(toTensorRef(args->out, "out", a.out));
-    MLART_RETURN_IF_ERROR(toTensorRef(args->lse, "lse", a.lse));
-    // A NULL cache means "no cached context": leave a.cache empty.
-    if (args->cache)
-      MLART_RETURN_IF_ERROR(toCacheRef(args->cache, a.cache));
-    MLART_RETURN_IF_ERROR(
-        toTensorRef(args->block_table, "block_table", a.blockTable));
-    MLART_RETURN_IF_ERROR(
-        toTensorRef(args->context_lens, "context_lens", a.contextLens));
-    MLART_RETURN_IF_ERROR(toTensorRef(args->w_uk, "w_uk", a.wUK));
-    MLART_RETURN_IF_ERROR(toTensorRef(args->w_uv, "w_uv", a.wUV));
+    MLART_RETURN_IF_ERROR(toPrefillAttentionArgs(args, a));
+    return kernelsOf(device).prefillAttention(a, h);
+  });
+}
+
+mlart_status
+mlart_prefill_attention_full(mlart_device *device,
+                             const mlart_prefill_attention_full_args *args,
+                             mlart_stream *stream) {
+  return guarded([&]() -> Status {
+    StreamHandle h;
+    MLART_RETURN_IF_ERROR(checkCall(device, args, stream, h));
+    PrefillAttentionArgs a;
+    MLART_RETURN_IF_ERROR(toPrefillAttentionArgs(&args->base, a));
+    a.lensIncludeNewTokens = args->lens_include_new_tokens != 0;
+    a.contextLenBound = args->context_len_bound;
     return kernelsOf(device).prefillAttention(a, h);
   });
 }

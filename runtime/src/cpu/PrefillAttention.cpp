@@ -71,6 +71,9 @@ Status validate(const PrefillAttentionArgs &a) {
                       std::to_string(loadI32(a.queryStartLoc, requests)) +
                       " exceeds the " + std::to_string(tokens) + " tokens");
 
+  if (a.contextLenBound < 0)
+    return invalidArgument("contextLenBound must be >= 0 (0: no bound), not " +
+                           std::to_string(a.contextLenBound));
   if (!hasContext(a))
     return Status::success();
   const KVCacheDesc &desc = a.cache.desc;
@@ -89,6 +92,13 @@ Status validate(const PrefillAttentionArgs &a) {
       return outOfRange("contextLens[" + std::to_string(r) + "] = " +
                         std::to_string(loadI32(a.contextLens, r)) +
                         " is shorter than the request's new tokens");
+  if (a.contextLenBound > 0)
+    for (int64_t r = 0; r < requests; ++r)
+      if (contextLength(a, r) > a.contextLenBound)
+        return outOfRange("request " + std::to_string(r) + " has " +
+                          std::to_string(contextLength(a, r)) +
+                          " cached tokens, more than contextLenBound = " +
+                          std::to_string(a.contextLenBound));
   return Status::success();
 }
 

@@ -28,6 +28,11 @@ std::atomic<uint64_t> &expansions() {
   return n;
 }
 
+std::atomic<uint64_t> &expandedRows() {
+  static std::atomic<uint64_t> n{0};
+  return n;
+}
+
 size_t alignUp(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
 struct GatherParams {
@@ -91,7 +96,7 @@ bool planContextExpansion(const CudaContext &ctx,
   if (desc.ropeDim != kRope || a.wUK.sizes[1] != kNope ||
       a.wUV.sizes[2] != kV || a.q.sizes[2] != kQk)
     return false;
-  const int64_t pad = a.blockTable.sizes[1] * desc.blockSize;
+  const int64_t pad = contextRowLimit(a);
   const int64_t H = a.q.sizes[1], L = desc.latentRank;
   // cuBLAS leading dimensions: a W_UK[h] row holds L values, W_UV[h] 128.
   if (a.wUK.strides[1] < L || a.wUV.strides[1] < kV)
@@ -155,9 +160,11 @@ Status expandPrefillContext(CudaContext &ctx, const PrefillAttentionArgs &a,
       a.wUV.strides[1], a.wUV.strides[0], latent, t, L, 0, v, t, H * kV, kV,
       int(H)));
   expansions().fetch_add(1, std::memory_order_relaxed);
+  expandedRows().fetch_add(uint64_t(rows), std::memory_order_relaxed);
   return Status::success();
 }
 
 uint64_t prefillContextExpansionCount() { return expansions().load(); }
+uint64_t prefillContextExpandedRows() { return expandedRows().load(); }
 
 } // namespace mlart::cuda

@@ -9,9 +9,10 @@
 // each request's length) and broadcasts k_pe into k; two strided-batched
 // GEMMs (one batch a head) write the nope part of k and all of v.
 //
-// Context lengths are device data, so each request gets `pad` rows (the
-// block table's capacity, maxBlocks x blockSize) and the kernels read only
-// the first length of them. FLOPs per 1000 context tokens at H=16: the
+// Context lengths are device data, so each request gets `pad` rows
+// (contextRowLimit: the block table's capacity, maxBlocks x blockSize, or
+// the caller's smaller host-side bound) and the kernels read only the
+// first length of them. FLOPs per 1000 context tokens at H=16: the
 // expansion costs 2 x 1000 x 512 x 256 x 16 = 4.2 G once, then every new
 // token spends 2 x 16 x 320 x 1000 = 10 M on it, against 35 M in absorbed
 // form (2 x 16 x 1088 x 1000): fewer FLOPs from ~170 new tokens a request
@@ -35,6 +36,17 @@ struct ContextExpansionPlan {
   size_t latentOffset = 0, kOffset = 0, vOffset = 0;
   int64_t rows() const { return requests * pad; }
 };
+
+/// The most cached tokens a request of `a` may have: the block table's
+/// capacity, or PrefillAttentionArgs::contextLenBound when that is smaller.
+/// Every route reports a longer context (badSeqIndex) and pads each
+/// request's expanded context to this many rows.
+inline int64_t contextRowLimit(const PrefillAttentionArgs &a) {
+  const int64_t capacity = a.blockTable.sizes[1] * a.cache.desc.blockSize;
+  return a.contextLenBound > 0 && a.contextLenBound < capacity
+             ? a.contextLenBound
+             : capacity;
+}
 
 /// The most workspace the expansion may take; beyond it the CUDA-core
 /// context kernel runs instead.
@@ -60,6 +72,9 @@ Status expandPrefillContext(CudaContext &ctx, const PrefillAttentionArgs &a,
 /// How many context expansions ran in this process (tests: the tensor-core
 /// context route was taken).
 uint64_t prefillContextExpansionCount();
+/// How many context rows (requests x pad) those expansions wrote in all
+/// (tests: the bound, not the capacity, sized them).
+uint64_t prefillContextExpandedRows();
 
 } // namespace mlart::cuda
 

@@ -50,6 +50,7 @@ struct PrefillParams {
   CacheView c;
   const int32_t *ctxLens;
   int64_t ctxStride;
+  int64_t ctxLimit; ///< most cached tokens a request may have (contextRowLimit)
   bool lensIncludeNew;
   const void *wUK, *wUV;
   int wukType, wuvType;
@@ -106,7 +107,7 @@ __global__ void prefillKernel(PrefillParams p) {
   const int nope = p.qkDim - p.c.rope;
   if (p.hasCtx && r >= 0) {
     ctxLen = prefillContextLength(p.ctxLens, p.ctxStride, p.lensIncludeNew,
-                                  p.qsl, r, p.c.maxBlocks * p.c.blockSize);
+                                  p.qsl, r, p.ctxLimit);
     if (ctxLen < 0) {
       if (tid == 0)
         atomicMin(&p.rec->badSeqIndex, r);
@@ -376,6 +377,9 @@ Status prefillAttention(CudaContext &ctx, const PrefillAttentionArgs &a,
   const int64_t R = a.queryStartLoc.sizes[0] - 1;
   if (R < 0)
     return invalidArgument("queryStartLoc needs at least one entry");
+  if (a.contextLenBound < 0)
+    return invalidArgument("contextLenBound must be >= 0 (0: no bound), not " +
+                           std::to_string(a.contextLenBound));
   if (a.queryStartLoc.strides[0] != 1)
     return unimplemented("CUDA prefill needs a contiguous queryStartLoc");
   if (vDim > 32 * kPfMaxV || qkDim > kPfMaxQk)
@@ -399,6 +403,7 @@ Status prefillAttention(CudaContext &ctx, const PrefillAttentionArgs &a,
     p.c = makeView(a.cache, a.blockTable);
     p.ctxLens = static_cast<const int32_t *>(a.contextLens.data);
     p.ctxStride = a.contextLens.strides[0];
+    p.ctxLimit = contextRowLimit(a);
     p.lensIncludeNew = a.lensIncludeNewTokens;
     p.wUK = a.wUK.data;
     p.wUV = a.wUV.data;

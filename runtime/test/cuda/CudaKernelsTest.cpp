@@ -1029,6 +1029,7 @@ struct PrefillCase {
   std::optional<DType> weightDt; ///< W_UK, W_UV; unset: q's dtype
   bool totalLens = false; ///< pass ctx + new tokens (lensIncludeNewTokens)
   CacheLayout layout = CacheLayout::Plain; ///< of the cached context
+  int64_t ctxBound = 0; ///< PrefillAttentionArgs::contextLenBound
   DType weights() const { return weightDt.value_or(dt); }
 };
 
@@ -1095,6 +1096,7 @@ void expectPrefillMatchesCpu(CudaDevice *dev, const PrefillCase &c) {
     clen.setI32(lens);
     clen.up(dev);
     h.lensIncludeNewTokens = g.lensIncludeNewTokens = c.totalLens;
+    h.contextLenBound = g.contextLenBound = c.ctxBound;
     h.cache = cache.h();
     g.cache = cache.d();
     h.blockTable = tab.h();
@@ -1262,6 +1264,33 @@ TEST(CudaPrefillFlash, ContextWorkspaceStaysInTheScratchPool) {
   EXPECT_EQ(dev->scratchBytes(), 0u);
 }
 
+// A host-side bound on the context shrinks the expansion from the block
+// table's capacity (8 blocks x 16 = 128 rows a request) to the bound, with
+// the same result; total lengths are bounded by their context part.
+TEST(CudaPrefillFlash, ContextBoundShrinksTheExpansion) {
+  REQUIRE_GPU();
+  const PrefillFlashKnob knob(true);
+  PrefillCase c;
+  c.qsl = {0, 40, 64};
+  c.T = 64;
+  c.ctxLens = {90, 37};
+  uint64_t calls = cuda::prefillContextExpansionCount();
+  uint64_t rows = cuda::prefillContextExpandedRows();
+  expectPrefillMatchesCpu(dev, c);
+  EXPECT_EQ(cuda::prefillContextExpansionCount() - calls, 1u);
+  EXPECT_EQ(cuda::prefillContextExpandedRows() - rows, 2u * 128u);
+  for (bool total : {false, true}) {
+    SCOPED_TRACE(total ? "total lengths" : "context lengths");
+    c.totalLens = total;
+    c.ctxBound = 90;
+    calls = cuda::prefillContextExpansionCount();
+    rows = cuda::prefillContextExpandedRows();
+    expectPrefillMatchesCpu(dev, c);
+    EXPECT_EQ(cuda::prefillContextExpansionCount() - calls, 1u);
+    EXPECT_EQ(cuda::prefillContextExpandedRows() - rows, 2u * 90u);
+  }
+}
+
 // Context lengths and block ids are device data too: a length past the
 // block table's capacity, a negative context (total lengths shorter than
 // the new tokens) and a block id outside the cache are reported on every
@@ -1283,13 +1312,16 @@ TEST(CudaPrefillFlash, MalformedContextIsReported) {
     const char *what;
     std::vector<int32_t> lens, table;
     bool total;
+    int64_t bound = 0;
   };
   const std::vector<int32_t> goodTable = {0, 1, 2, 3, 4, 5, 6, 7};
   for (const Bad &bad :
        {Bad{"length past capacity", {10, 65}, goodTable, false},
         Bad{"negative context", {10, 5}, goodTable, true},
         Bad{"block id outside the cache", {10, 40},
-            {0, 1, 2, 3, 4, 5, 1000, 7}, false}})
+            {0, 1, 2, 3, 4, 5, 1000, 7}, false},
+        Bad{"length past the host-side bound", {10, 40}, goodTable, false,
+            39}})
     for (bool flash : {true, false}) {
       const PrefillFlashKnob knob(flash);
       SCOPED_TRACE(std::string(bad.what) + (flash ? ", flash" : ", CUDA cores"));
@@ -1306,6 +1338,7 @@ TEST(CudaPrefillFlash, MalformedContextIsReported) {
       g.wUK = wuk.d();
       g.wUV = wuv.d();
       g.lensIncludeNewTokens = bad.total;
+      g.contextLenBound = bad.bound;
       Status s = dev->kernels().prefillAttention(g, nullptr);
       EXPECT_EQ(s.code(), StatusCode::OutOfRange) << s.message();
     }
