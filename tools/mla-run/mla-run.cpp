@@ -73,6 +73,8 @@ struct Options {
   bool separateWeights = false; ///< --separate-weights
   /// --decode-schedule: Executor::setDecodeSchedule
   DecodeSchedule decodeSchedule = DecodeSchedule::Default;
+  /// --prefill-context-bound: Executor::setPrefillContextBound
+  int64_t prefillContextBound = 0;
 };
 
 /// --decode-schedule's names.
@@ -132,6 +134,10 @@ int usage() {
                "decode attention spreads over the GPU: balanced cuts all "
                "sequences' tiles evenly (mixed lengths), per-sequence splits "
                "every sequence alike (alike lengths)\n"
+               "  --prefill-context-bound N  every request's cached context "
+               "is at most N tokens (prefill steps; 0: none): the CUDA "
+               "prefill expands N rows a request, not the block table's "
+               "capacity; a longer context is an error\n"
                "  (see docs/mla-run.md)\n");
   return 2;
 }
@@ -169,6 +175,17 @@ bool parseOptions(int argc, char **argv, Options &o) {
       o.streams = std::atoi(v);
       if (o.streams < 1) {
         std::fprintf(stderr, "mla-run: --streams needs a count >= 1\n");
+        return false;
+      }
+    }
+    else if (a == "--prefill-context-bound" && (v = next())) {
+      char *end = nullptr;
+      o.prefillContextBound = std::strtoll(v, &end, 10);
+      if (*v == '\0' || *end != '\0' || o.prefillContextBound < 0) {
+        std::fprintf(stderr,
+                     "mla-run: --prefill-context-bound needs a token count "
+                     ">= 0, not '%s'\n",
+                     v);
         return false;
       }
     }
@@ -470,6 +487,10 @@ int main(int argc, char **argv) {
     return fail("binding", s);
   executor.value().setMaxStreams(options.streams);
   executor.value().setDecodeSchedule(options.decodeSchedule);
+  if (Status s =
+          executor.value().setPrefillContextBound(options.prefillContextBound);
+      !s.ok())
+    return fail("setting the prefill context bound", s);
 
   // The reference runs on its own copy of the caches.
   std::unique_ptr<Executor> reference;

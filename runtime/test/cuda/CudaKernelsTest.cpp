@@ -1266,14 +1266,15 @@ TEST(CudaPrefillFlash, ContextWorkspaceStaysInTheScratchPool) {
 
 // A host-side bound on the context shrinks the expansion from the block
 // table's capacity (8 blocks x 16 = 128 rows a request) to the bound, with
-// the same result; total lengths are bounded by their context part.
+// the same result; total lengths are bounded by their context part (and
+// must themselves fit the table: 80 + 40 <= 128).
 TEST(CudaPrefillFlash, ContextBoundShrinksTheExpansion) {
   REQUIRE_GPU();
   const PrefillFlashKnob knob(true);
   PrefillCase c;
   c.qsl = {0, 40, 64};
   c.T = 64;
-  c.ctxLens = {90, 37};
+  c.ctxLens = {80, 37};
   uint64_t calls = cuda::prefillContextExpansionCount();
   uint64_t rows = cuda::prefillContextExpandedRows();
   expectPrefillMatchesCpu(dev, c);
@@ -1282,12 +1283,12 @@ TEST(CudaPrefillFlash, ContextBoundShrinksTheExpansion) {
   for (bool total : {false, true}) {
     SCOPED_TRACE(total ? "total lengths" : "context lengths");
     c.totalLens = total;
-    c.ctxBound = 90;
+    c.ctxBound = 80;
     calls = cuda::prefillContextExpansionCount();
     rows = cuda::prefillContextExpandedRows();
     expectPrefillMatchesCpu(dev, c);
     EXPECT_EQ(cuda::prefillContextExpansionCount() - calls, 1u);
-    EXPECT_EQ(cuda::prefillContextExpandedRows() - rows, 2u * 90u);
+    EXPECT_EQ(cuda::prefillContextExpandedRows() - rows, 2u * 80u);
   }
 }
 
