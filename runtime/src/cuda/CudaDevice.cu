@@ -133,7 +133,9 @@ static Status decodeRecord(CudaContext &ctx, cudaStream_t stream,
     return invalidArgument("quantize: scale must be finite and > 0");
   if (r.badSeqIndex != INT_MAX)
     return outOfRange("sequence " + std::to_string(r.badSeqIndex) +
-                      " has a length or block-table entry outside the cache");
+                      " has a length past its block table (or past the "
+                      "caller's context bound) or a block-table entry "
+                      "outside the cache");
   return Status::success();
 }
 
