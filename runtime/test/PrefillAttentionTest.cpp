@@ -249,6 +249,32 @@ TEST(PrefillAttention, ContextBoundThatHoldsChangesNothing) {
   EXPECT_EQ(p.out.bytes(), out);
 }
 
+// With total lengths only the cached context is read, so only it must fit
+// the block table (as on CUDA): request 1's 30 cached + 6 new tokens pass a
+// 32-token table, and give what context lengths give.
+TEST(PrefillAttention, TotalLengthsAreCheckedByTheirContext) {
+  PrefillProblem p(kSmall, {4, 6}, {10, 30}, DType::F32, DType::F32, 27);
+  ASSERT_EQ(p.maxBlocks * 16, 32);
+  p.run();
+  const std::vector<uint8_t> out = p.out.bytes();
+  HostTensor total = HostTensor::i32({2}, {10 + 4, 30 + 6});
+  p.out.poison();
+  PrefillAttentionArgs a = p.args();
+  a.contextLens = total.ref();
+  a.lensIncludeNewTokens = true;
+  Status st = cpu::prefillAttention(a);
+  ASSERT_TRUE(st.ok()) << st.toString();
+  EXPECT_EQ(p.out.bytes(), out);
+  // A context past the table is still refused, naming the request.
+  HostTensor over = HostTensor::i32({2}, {10 + 4, 33 + 6});
+  a.contextLens = over.ref();
+  st = cpu::prefillAttention(a);
+  EXPECT_EQ(st.code(), StatusCode::OutOfRange);
+  EXPECT_NE(st.message().find("request 1's cached context = 33"),
+            std::string::npos)
+      << st.toString();
+}
+
 TEST(PrefillAttention, RejectsInvalidArgumentsWithoutWriting) {
   PrefillProblem p(kSmall, {4, 6}, {10, 20}, DType::F32, DType::F32, 25);
   HostTensor decreasing = HostTensor::i32({3}, {0, 6, 4});

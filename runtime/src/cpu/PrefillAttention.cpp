@@ -85,13 +85,19 @@ Status validate(const PrefillAttentionArgs &a) {
   MLART_RETURN_IF_ERROR(checkDim(a.wUV, "wUV", 0, heads));
   MLART_RETURN_IF_ERROR(checkDim(a.wUV, "wUV", 1, desc.latentRank));
   MLART_RETURN_IF_ERROR(checkDim(a.wUV, "wUV", 2, vDim));
-  MLART_RETURN_IF_ERROR(checkPagedRead(a.cache, a.blockTable, a.contextLens,
-                                       "contextLens", requests));
-  for (int64_t r = 0; r < requests; ++r)
+  MLART_RETURN_IF_ERROR(checkPagedLayout(a.cache, a.blockTable, a.contextLens,
+                                         "contextLens", requests));
+  // Only the cached context is read: with total lengths, the new tokens'
+  // rows (written by the cache update) are not this kernel's to check.
+  for (int64_t r = 0; r < requests; ++r) {
     if (contextLength(a, r) < 0)
       return outOfRange("contextLens[" + std::to_string(r) + "] = " +
                         std::to_string(loadI32(a.contextLens, r)) +
                         " is shorter than the request's new tokens");
+    MLART_RETURN_IF_ERROR(checkPagedRows(
+        a.cache, a.blockTable, r, contextLength(a, r),
+        "request " + std::to_string(r) + "'s cached context"));
+  }
   if (a.contextLenBound > 0)
     for (int64_t r = 0; r < requests; ++r)
       if (contextLength(a, r) > a.contextLenBound)

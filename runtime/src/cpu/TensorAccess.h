@@ -119,14 +119,12 @@ inline void axpy(float a, const float *x, float *y, int64_t n) {
     y[i] += a * x[i];
 }
 
-/// Validates a paged-cache read: the cache itself, blockTable [batch,
-/// maxBlocks] i32 and lens [batch] i32 with every length in
-/// [0, maxBlocks * blockSize] and every block id a length uses in
-/// [0, numBlocks). Entries past ceil(len / blockSize) are never looked at, so
-/// callers may leave them stale.
-inline Status checkPagedRead(const KVCacheRef &cache,
-                             const TensorRef &blockTable, const TensorRef &lens,
-                             const char *lensName, int64_t batch) {
+/// The shapes of a paged-cache read: the cache itself, blockTable [batch,
+/// maxBlocks] i32 and lens [batch] i32.
+inline Status checkPagedLayout(const KVCacheRef &cache,
+                               const TensorRef &blockTable,
+                               const TensorRef &lens, const char *lensName,
+                               int64_t batch) {
   MLART_RETURN_IF_ERROR(cache.desc.validate());
   if (cache.data == nullptr)
     return invalidArgument("cache data is missing");
@@ -134,25 +132,44 @@ inline Status checkPagedRead(const KVCacheRef &cache,
       checkTypedTensor(blockTable, "blockTable", 2, DType::I32));
   MLART_RETURN_IF_ERROR(checkTypedTensor(lens, lensName, 1, DType::I32));
   MLART_RETURN_IF_ERROR(checkDim(blockTable, "blockTable", 0, batch));
-  MLART_RETURN_IF_ERROR(checkDim(lens, lensName, 0, batch));
+  return checkDim(lens, lensName, 0, batch);
+}
+
+/// Sequence `b` reads its first `len` rows (`what` names the length in
+/// messages): len in [0, maxBlocks * blockSize] and every block id those
+/// rows use in [0, numBlocks). Entries past ceil(len / blockSize) are never
+/// looked at, so callers may leave them stale.
+inline Status checkPagedRows(const KVCacheRef &cache,
+                             const TensorRef &blockTable, int64_t b,
+                             int64_t len, const std::string &what) {
   const int64_t maxBlocks = blockTable.sizes[1];
   const int64_t blockSize = cache.desc.blockSize;
-  for (int64_t b = 0; b < batch; ++b) {
-    const int64_t len = loadI32(lens, b);
-    if (len < 0 || len > maxBlocks * blockSize)
-      return outOfRange(std::string(lensName) + "[" + std::to_string(b) +
-                        "] = " + std::to_string(len) + " is outside [0, " +
-                        std::to_string(maxBlocks * blockSize) + "]");
-    const int64_t usedBlocks = (len + blockSize - 1) / blockSize;
-    for (int64_t j = 0; j < usedBlocks; ++j) {
-      const int64_t id = loadI32(blockTable, b, j);
-      if (id < 0 || id >= cache.desc.numBlocks)
-        return outOfRange(
-            "blockTable[" + std::to_string(b) + ", " + std::to_string(j) +
-            "] = " + std::to_string(id) + " is not a block of a " +
-            std::to_string(cache.desc.numBlocks) + "-block cache");
-    }
+  if (len < 0 || len > maxBlocks * blockSize)
+    return outOfRange(what + " = " + std::to_string(len) + " is outside [0, " +
+                      std::to_string(maxBlocks * blockSize) + "]");
+  const int64_t usedBlocks = (len + blockSize - 1) / blockSize;
+  for (int64_t j = 0; j < usedBlocks; ++j) {
+    const int64_t id = loadI32(blockTable, b, j);
+    if (id < 0 || id >= cache.desc.numBlocks)
+      return outOfRange("blockTable[" + std::to_string(b) + ", " +
+                        std::to_string(j) + "] = " + std::to_string(id) +
+                        " is not a block of a " +
+                        std::to_string(cache.desc.numBlocks) + "-block cache");
   }
+  return Status::success();
+}
+
+/// Validates a paged-cache read whose lengths are `lens` as given
+/// (checkPagedLayout, then checkPagedRows for every sequence).
+inline Status checkPagedRead(const KVCacheRef &cache,
+                             const TensorRef &blockTable, const TensorRef &lens,
+                             const char *lensName, int64_t batch) {
+  MLART_RETURN_IF_ERROR(
+      checkPagedLayout(cache, blockTable, lens, lensName, batch));
+  for (int64_t b = 0; b < batch; ++b)
+    MLART_RETURN_IF_ERROR(checkPagedRows(
+        cache, blockTable, b, loadI32(lens, b),
+        std::string(lensName) + "[" + std::to_string(b) + "]"));
   return Status::success();
 }
 
