@@ -71,9 +71,7 @@ Status validate(const PrefillAttentionArgs &a) {
                       std::to_string(loadI32(a.queryStartLoc, requests)) +
                       " exceeds the " + std::to_string(tokens) + " tokens");
 
-  if (a.contextLenBound < 0)
-    return invalidArgument("contextLenBound must be >= 0 (0: no bound), not " +
-                           std::to_string(a.contextLenBound));
+  MLART_RETURN_IF_ERROR(checkContextLenBound(a.contextLenBound));
   if (!hasContext(a))
     return Status::success();
   const KVCacheDesc &desc = a.cache.desc;
@@ -90,21 +88,20 @@ Status validate(const PrefillAttentionArgs &a) {
   // Only the cached context is read: with total lengths, the new tokens'
   // rows (written by the cache update) are not this kernel's to check.
   for (int64_t r = 0; r < requests; ++r) {
-    if (contextLength(a, r) < 0)
+    const int64_t context = contextLength(a, r);
+    if (context < 0)
       return outOfRange("contextLens[" + std::to_string(r) + "] = " +
                         std::to_string(loadI32(a.contextLens, r)) +
                         " is shorter than the request's new tokens");
-    MLART_RETURN_IF_ERROR(checkPagedRows(
-        a.cache, a.blockTable, r, contextLength(a, r),
-        "request " + std::to_string(r) + "'s cached context"));
+    MLART_RETURN_IF_ERROR(
+        checkPagedRows(a.cache, a.blockTable, r, context,
+                       "request " + std::to_string(r) + "'s cached context"));
+    if (a.contextLenBound > 0 && context > a.contextLenBound)
+      return outOfRange("request " + std::to_string(r) + " has " +
+                        std::to_string(context) +
+                        " cached tokens, more than contextLenBound = " +
+                        std::to_string(a.contextLenBound));
   }
-  if (a.contextLenBound > 0)
-    for (int64_t r = 0; r < requests; ++r)
-      if (contextLength(a, r) > a.contextLenBound)
-        return outOfRange("request " + std::to_string(r) + " has " +
-                          std::to_string(contextLength(a, r)) +
-                          " cached tokens, more than contextLenBound = " +
-                          std::to_string(a.contextLenBound));
   return Status::success();
 }
 

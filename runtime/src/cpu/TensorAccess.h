@@ -119,6 +119,14 @@ inline void axpy(float a, const float *x, float *y, int64_t n) {
     y[i] += a * x[i];
 }
 
+/// PrefillAttentionArgs::contextLenBound: 0 (none) or a token count.
+inline Status checkContextLenBound(int64_t bound) {
+  if (bound < 0)
+    return invalidArgument("contextLenBound must be >= 0 (0: no bound), not " +
+                           std::to_string(bound));
+  return Status::success();
+}
+
 /// The shapes of a paged-cache read: the cache itself, blockTable [batch,
 /// maxBlocks] i32 and lens [batch] i32.
 inline Status checkPagedLayout(const KVCacheRef &cache,

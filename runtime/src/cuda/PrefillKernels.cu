@@ -377,9 +377,7 @@ Status prefillAttention(CudaContext &ctx, const PrefillAttentionArgs &a,
   const int64_t R = a.queryStartLoc.sizes[0] - 1;
   if (R < 0)
     return invalidArgument("queryStartLoc needs at least one entry");
-  if (a.contextLenBound < 0)
-    return invalidArgument("contextLenBound must be >= 0 (0: no bound), not " +
-                           std::to_string(a.contextLenBound));
+  MLART_RETURN_IF_ERROR(checkContextLenBound(a.contextLenBound));
   if (a.queryStartLoc.strides[0] != 1)
     return unimplemented("CUDA prefill needs a contiguous queryStartLoc");
   if (vDim > 32 * kPfMaxV || qkDim > kPfMaxQk)
