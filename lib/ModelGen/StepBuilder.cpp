@@ -12,8 +12,8 @@
 //===----------------------------------------------------------------------===//
 #include "mla/ModelGen/ModelGen.h"
 
-#include "mla/IR/MLADialect.h"
-#include "mla/IR/MLAOps.h"
+#include "mla/Dialect/MLA/IR/MLADialect.h"
+#include "mla/Dialect/MLA/IR/MLAOps.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"

@@ -23,7 +23,8 @@
 //===----------------------------------------------------------------------===//
 #include "mla/Pipelines/Pipelines.h"
 
-#include "mla/Transforms/Passes.h"
+#include "mla/Conversion/Passes.h"
+#include "mla/Dialect/MLA/Transforms/Passes.h"
 
 #include "mlir/Conversion/Passes.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"

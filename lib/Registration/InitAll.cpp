@@ -1,9 +1,10 @@
 //===- InitAll.cpp - Registration of dialects, extensions and passes ------===//
 #include "mla/InitAll.h"
 
-#include "mla/IR/MLADialect.h"
+#include "mla/Conversion/Passes.h"
+#include "mla/Dialect/MLA/IR/MLADialect.h"
 #include "mla/Pipelines/Pipelines.h"
-#include "mla/Transforms/Passes.h"
+#include "mla/Dialect/MLA/Transforms/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
@@ -44,5 +45,6 @@ void mlir::mla::registerAllDialects(DialectRegistry &registry) {
 void mlir::mla::registerAllPasses() {
   mlir::registerAllPasses();
   mla::registerMLAPasses();
+  mla::registerMLAConversionPasses();
   mla::registerPipelines();
 }

@@ -1,6 +1,6 @@
 // Embedding check: parse mla IR and build a step with the C++ builder
 // (mla/ModelGen), run mla-extract-kv-update on both, verify the results.
-#include "mla/IR/MLAOps.h"
+#include "mla/Dialect/MLA/IR/MLAOps.h"
 #include "mla/InitAll.h"
 #include "mla/ModelGen/ModelGen.h"
 

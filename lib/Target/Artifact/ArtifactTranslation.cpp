@@ -22,8 +22,8 @@
 //===----------------------------------------------------------------------===//
 #include "mla/Target/ArtifactTranslation.h"
 
-#include "mla/IR/MLADialect.h"
-#include "mla/IR/MLAOps.h"
+#include "mla/Dialect/MLA/IR/MLADialect.h"
+#include "mla/Dialect/MLA/IR/MLAOps.h"
 #include "mla/InitAll.h"
 #include "mla/Target/ArenaPlanner.h"
 
