@@ -32,153 +32,6 @@ const char *bufferRoleName(BufferRole role) {
   return "unknown";
 }
 
-const char *opcodeName(Opcode op) {
-  switch (op) {
-  case Opcode::Copy:
-    return "copy";
-  case Opcode::CacheUpdate:
-    return "cache_update";
-  case Opcode::Rope:
-    return "rope";
-  case Opcode::RopeCacheUpdate:
-    return "rope_cache_update";
-  case Opcode::DecodeAttention:
-    return "decode_attention";
-  case Opcode::PrefillAttention:
-    return "prefill_attention";
-  case Opcode::QAbsorb:
-    return "q_absorb";
-  case Opcode::VUp:
-    return "v_up";
-  case Opcode::QConcat:
-    return "q_concat";
-  case Opcode::Quantize:
-    return "quantize";
-  case Opcode::RmsNorm:
-    return "rms_norm";
-  case Opcode::Linear:
-    return "linear";
-  case Opcode::Add:
-    return "add";
-  }
-  return "unknown";
-}
-
-namespace {
-
-// Rank masks (bit r: rank r) and dtype masks (bit int(DType)).
-constexpr uint8_t kR0 = 1, kR1 = 2, kR2 = 4, kR3 = 8, kRAny = 0x1F;
-constexpr uint8_t kF32 = 1u << int(DType::F32);
-constexpr uint8_t kFloat =
-    kF32 | (1u << int(DType::F16)) | (1u << int(DType::BF16));
-constexpr uint8_t kF8 = 1u << int(DType::F8E4M3FN);
-constexpr uint8_t kI32 = 1u << int(DType::I32);
-constexpr uint8_t kIndex = kI32 | (1u << int(DType::I64));
-constexpr uint8_t kAny = 0x7F;
-
-constexpr OperandSpec kCopy[] = {{"src", kRAny, kAny, false, false},
-                                 {"dst", kRAny, kAny, false, true}};
-constexpr OperandSpec kCacheUpdate[] = {
-    {"kv_c", kR2, kFloat, false, false},
-    {"k_pe", kR2, kFloat, false, false},
-    {"slot_mapping", kR1, kIndex, false, false}};
-constexpr OperandSpec kRope[] = {{"x", kR2 | kR3, kFloat, false, true},
-                                 {"positions", kR1, kIndex, false, false},
-                                 {"cos_sin", kR2, kF32, false, false}};
-constexpr OperandSpec kRopeCacheUpdate[] = {
-    {"kv_c", kR2, kFloat, false, false},
-    {"k_pe", kR2, kFloat, false, true},
-    {"slot_mapping", kR1, kIndex, false, false},
-    {"positions", kR1, kIndex, false, false},
-    {"cos_sin", kR2, kF32, false, false},
-    {"q_pe", kR2 | kR3, kFloat, true, true},
-    {"k_pe_out", kR2, kFloat, true, true},
-    {"q_pe_in", kR2 | kR3, kFloat, true, false},
-    // Came after the format's first RopeCacheUpdate: an artifact without it
-    // holds kNoIndex here (no norm) and a zero floatAttr.
-    {"latent_norm_weight", kR1, kFloat, true, false}};
-constexpr OperandSpec kDecode[] = {{"q", kR3, kFloat, false, false},
-                                   {"block_table", kR2, kI32, false, false},
-                                   {"seq_lens", kR1, kI32, false, false},
-                                   {"out", kR3, kFloat, false, true},
-                                   {"lse", kR2, kF32, true, true}};
-constexpr OperandSpec kPrefill[] = {
-    {"q", kR3, kFloat, false, false},
-    {"k", kR3, kFloat, false, false},
-    {"v", kR3, kFloat, false, false},
-    {"query_start_loc", kR1, kI32, false, false},
-    {"out", kR3, kFloat, false, true},
-    {"lse", kR2, kF32, true, true},
-    {"block_table", kR2, kI32, true, false},
-    {"context_lens", kR1, kI32, true, false},
-    {"w_uk", kR3, kFloat, true, false},
-    {"w_uv", kR3, kFloat, true, false}};
-constexpr OperandSpec kQAbsorb[] = {{"q_nope", kR3, kFloat, false, false},
-                                    {"w_uk", kR3, kFloat, false, false},
-                                    {"out", kR3, kFloat, false, true}};
-constexpr OperandSpec kVUp[] = {{"o_latent", kR3, kFloat, false, false},
-                                {"w_uv", kR3, kFloat, false, false},
-                                {"out", kR3, kFloat, false, true}};
-constexpr OperandSpec kQConcat[] = {{"q_latent", kR3, kFloat, false, false},
-                                    {"q_pe", kR3, kFloat, false, false},
-                                    {"out", kR3, kFloat | kF8, false, true}};
-constexpr OperandSpec kQuantize[] = {{"x", kRAny, kFloat, false, false},
-                                     {"scale", kR0 | kR1, kF32, false, false},
-                                     {"out", kRAny, kF8, false, true}};
-constexpr OperandSpec kRmsNorm[] = {{"x", kR2, kFloat, false, false},
-                                    {"weight", kR1, kFloat, false, false},
-                                    {"out", kR2, kFloat, false, true}};
-// The addend slot came after the format's first Linear: an artifact without
-// it holds kNoIndex there, i.e. no addend.
-constexpr OperandSpec kLinear[] = {{"x", kR2, kFloat, false, false},
-                                   {"weight", kR2, kFloat, false, false},
-                                   {"out", kR2, kFloat, false, true},
-                                   {"addend", kR2, kFloat, true, false}};
-constexpr OperandSpec kAdd[] = {{"a", kR2, kFloat, false, false},
-                                {"b", kR2, kFloat, false, false},
-                                {"out", kR2, kFloat, false, true}};
-
-template <size_t N>
-const OperandSpec *specs(const OperandSpec (&table)[N], int &count) {
-  count = int(N);
-  return table;
-}
-
-} // namespace
-
-const OperandSpec *operandSpecs(Opcode op, int &count) {
-  switch (op) {
-  case Opcode::Copy:
-    return specs(kCopy, count);
-  case Opcode::CacheUpdate:
-    return specs(kCacheUpdate, count);
-  case Opcode::Rope:
-    return specs(kRope, count);
-  case Opcode::RopeCacheUpdate:
-    return specs(kRopeCacheUpdate, count);
-  case Opcode::DecodeAttention:
-    return specs(kDecode, count);
-  case Opcode::PrefillAttention:
-    return specs(kPrefill, count);
-  case Opcode::QAbsorb:
-    return specs(kQAbsorb, count);
-  case Opcode::VUp:
-    return specs(kVUp, count);
-  case Opcode::QConcat:
-    return specs(kQConcat, count);
-  case Opcode::Quantize:
-    return specs(kQuantize, count);
-  case Opcode::RmsNorm:
-    return specs(kRmsNorm, count);
-  case Opcode::Linear:
-    return specs(kLinear, count);
-  case Opcode::Add:
-    return specs(kAdd, count);
-  }
-  count = 0;
-  return nullptr;
-}
-
 int64_t BufferDecl::numElements() const {
   int64_t n = 1;
   for (int d = 0; d < rank; ++d)
@@ -865,11 +718,12 @@ private:
   /// the prepared arena.
   Status checkInstruction(const Instruction &inst, const std::string &where,
                           bool prepare = false) {
-    int count = 0;
-    const OperandSpec *spec = operandSpecs(inst.opcode, count);
-    if (!spec)
+    const OpcodeInfo *info = opcodeInfo(inst.opcode);
+    if (!info)
       return invalid(where + ": unknown opcode " +
                      std::to_string(unsigned(inst.opcode)));
+    const int count = info->numOperands;
+    const OperandSpec *spec = info->operands;
     const std::string what = where + " " + opcodeName(inst.opcode);
     for (int k = 0; k < kMaxOperands; ++k) {
       const uint32_t v = inst.operands[size_t(k)];
@@ -912,33 +766,10 @@ private:
                        "' would write the prepared arena");
     }
 
-    // The cache operand and the scalar attributes.
-    bool needsCache = false, allowsCache = false, hasFloat = false,
-         hasStyle = false, hasSplits = false;
-    switch (inst.opcode) {
-    case Opcode::CacheUpdate:
-      needsCache = allowsCache = true;
-      break;
-    case Opcode::Rope:
-      hasStyle = true;
-      break;
-    case Opcode::RopeCacheUpdate:
-      needsCache = allowsCache = hasStyle = true;
-      // floatAttr is the latent norm's epsilon, with its weight only.
-      hasFloat = inst.operands[8] != kNoIndex;
-      break;
-    case Opcode::DecodeAttention:
-      needsCache = allowsCache = hasFloat = hasSplits = true;
-      break;
-    case Opcode::PrefillAttention:
-      allowsCache = hasFloat = true;
-      break;
-    case Opcode::RmsNorm:
-      hasFloat = true;
-      break;
-    default:
-      break;
-    }
+    // The cache operand and the scalar attributes (Opcodes.def).
+    const bool allowsCache = info->cache != CacheUse::None;
+    const bool needsCache =
+        info->cache == CacheUse::Read || info->cache == CacheUse::Write;
     if (inst.cache != kNoIndex) {
       if (!allowsCache)
         return invalid(what + ": takes no cache");
@@ -952,19 +783,22 @@ private:
     if (inst.opcode == Opcode::PrefillAttention) {
       // The cached-context operands come all together with the cache.
       const bool withCache = inst.cache != kNoIndex;
-      for (int k = 6; k < 10; ++k)
+      for (int k = operand::PrefillAttention::block_table;
+           k <= operand::PrefillAttention::w_uv; ++k)
         if ((inst.operands[size_t(k)] != kNoIndex) != withCache)
           return invalid(what + ": operand '" + spec[k].name + "' must be " +
                          (withCache ? "present with" : "absent without") +
                          " a cache");
     }
-    if (inst.opcode == Opcode::RopeCacheUpdate && inst.operands[7] != kNoIndex) {
+    namespace rcu = operand::RopeCacheUpdate;
+    if (inst.opcode == Opcode::RopeCacheUpdate &&
+        inst.operands[rcu::q_pe_in] != kNoIndex) {
       // The q_pe source: the destination's shape and dtype (the kernels
       // check the overlap, which depends on the bound buffers).
-      if (inst.operands[5] == kNoIndex)
+      if (inst.operands[rcu::q_pe] == kNoIndex)
         return invalid(what + ": operand 'q_pe_in' needs 'q_pe'");
-      const ViewDecl &a = a_.views_[inst.operands[7]];
-      const ViewDecl &b = a_.views_[inst.operands[5]];
+      const ViewDecl &a = a_.views_[inst.operands[rcu::q_pe_in]];
+      const ViewDecl &b = a_.views_[inst.operands[rcu::q_pe]];
       bool same = a.rank == b.rank && a.dtype == b.dtype;
       for (int d = 0; same && d < a.rank; ++d)
         same = a.sizes[d] == b.sizes[d];
@@ -973,17 +807,18 @@ private:
                               "shape or dtype");
     }
     if (inst.opcode == Opcode::RopeCacheUpdate &&
-        inst.operands[8] != kNoIndex &&
-        a_.views_[inst.operands[8]].sizes[0] !=
+        inst.operands[rcu::latent_norm_weight] != kNoIndex &&
+        a_.views_[inst.operands[rcu::latent_norm_weight]].sizes[0] !=
             a_.caches_[inst.cache].desc.latentRank)
       return invalid(what +
                      ": operand 'latent_norm_weight' must have the "
                      "cache's latent rank " +
                      std::to_string(a_.caches_[inst.cache].desc.latentRank));
-    if (inst.opcode == Opcode::Linear && inst.operands[3] != kNoIndex) {
+    if (inst.opcode == Opcode::Linear &&
+        inst.operands[operand::Linear::addend] != kNoIndex) {
       // The addend is summed into out before rounding: out's shape and dtype.
-      const ViewDecl &a = a_.views_[inst.operands[3]];
-      const ViewDecl &b = a_.views_[inst.operands[2]];
+      const ViewDecl &a = a_.views_[inst.operands[operand::Linear::addend]];
+      const ViewDecl &b = a_.views_[inst.operands[operand::Linear::out]];
       bool same = a.rank == b.rank && a.dtype == b.dtype;
       for (int d = 0; same && d < a.rank; ++d)
         same = a.sizes[d] == b.sizes[d];
@@ -991,35 +826,49 @@ private:
         return invalid(what + ": operands 'addend' and 'out' differ in "
                               "shape or dtype");
     }
+    bool hasFloat = info->floatAttr != FloatAttrCheck::None;
+    if (info->floatAttr == FloatAttrCheck::PositiveWithOperand)
+      hasFloat = inst.operands[size_t(count - 1)] != kNoIndex;
     if (hasFloat) {
-      if (!std::isfinite(inst.floatAttr) ||
-          (inst.opcode == Opcode::RmsNorm && inst.floatAttr < 0.0f) ||
-          (inst.opcode == Opcode::RopeCacheUpdate && !(inst.floatAttr > 0.0f)))
+      const float f = inst.floatAttr;
+      const bool valid =
+          std::isfinite(f) &&
+          (info->floatAttr != FloatAttrCheck::NonNegative || f >= 0.0f) &&
+          (info->floatAttr != FloatAttrCheck::PositiveWithOperand || f > 0.0f);
+      if (!valid)
         return invalid(what + ": scalar attribute " +
-                       std::to_string(inst.floatAttr) + " is not valid");
+                       std::string(info->floatAttrName) + " = " +
+                       std::to_string(f) + " is not valid");
     } else if (floatBits(inst.floatAttr) != 0) {
       return invalid(what + ": unused float attribute is not zero");
     }
-    if (hasStyle) {
-      if (inst.intAttr != int32_t(RopeStyle::GptJ) &&
-          inst.intAttr != int32_t(RopeStyle::NeoX))
-        return invalid(what + ": unknown rope style " +
-                       std::to_string(inst.intAttr));
-    } else if (hasSplits) {
-      if (inst.intAttr < 0)
-        return invalid(what + ": numSplits " + std::to_string(inst.intAttr) +
-                       " is negative");
-    } else if (inst.opcode == Opcode::PrefillAttention) {
-      if (inst.intAttr != 0 && inst.intAttr != 1)
-        return invalid(what + ": length mode " +
-                       std::to_string(inst.intAttr) + " is not 0 or 1");
-    } else if (inst.intAttr != 0) {
-      return invalid(what + ": unused integer attribute is not zero");
+    const int32_t n = inst.intAttr;
+    switch (info->intAttr) {
+    case IntAttrCheck::None:
+      if (n != 0)
+        return invalid(what + ": unused integer attribute is not zero");
+      break;
+    case IntAttrCheck::RopeStyle:
+      if (n != int32_t(RopeStyle::GptJ) && n != int32_t(RopeStyle::NeoX))
+        return invalid(what + ": unknown rope style " + std::to_string(n));
+      break;
+    case IntAttrCheck::NonNegative:
+      if (n < 0)
+        return invalid(what + ": " + info->intAttrName + " " +
+                       std::to_string(n) + " is negative");
+      break;
+    case IntAttrCheck::Flag:
+      if (n != 0 && n != 1)
+        return invalid(what + ": " + info->intAttrName + " " +
+                       std::to_string(n) + " is not 0 or 1");
+      break;
     }
 
     // copy is a byte copy and quantize elementwise: in and out agree.
     if (inst.opcode == Opcode::Copy || inst.opcode == Opcode::Quantize) {
-      const size_t out = inst.opcode == Opcode::Copy ? 1 : 2;
+      const size_t out = inst.opcode == Opcode::Copy
+                             ? size_t(operand::Copy::dst)
+                             : size_t(operand::Quantize::out);
       const ViewDecl &a = a_.views_[inst.operands[0]];
       const ViewDecl &b = a_.views_[inst.operands[out]];
       bool same = a.rank == b.rank;

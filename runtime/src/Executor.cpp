@@ -151,75 +151,141 @@ Status Executor::setPrefillContextBound(int64_t bound) {
   return Status::success();
 }
 
+namespace {
+
+void setIntAttr(RopeStyle &m, int32_t v) { m = static_cast<RopeStyle>(v); }
+void setIntAttr(int &m, int32_t v) { m = v; }
+void setIntAttr(bool &m, int32_t v) { m = v == 1; }
+
+/// Binding<Op>::bind fills Op's Args from an instruction: operand slots in
+/// Opcodes.def order, the cache, the scalar attributes.
+template <Opcode Op> struct Binding;
+#define MLART_OPERAND(name, member, ranks, dtypes, use)                        \
+  a.member = view(inst.operands[slot++]);
+#define MLART_CACHE(use) a.cache = cache;
+#define MLART_FLOAT_ATTR(name, member, check) a.member = inst.floatAttr;
+#define MLART_INT_ATTR(name, member, check) setIntAttr(a.member, inst.intAttr);
+#define MLART_OPCODE(Enum, Value, name, ArgsType, Flags, Fields)               \
+  template <> struct Binding<Opcode::Enum> {                                   \
+    using Args = ArgsType;                                                     \
+    template <typename ViewFn>                                                 \
+    static Args bind(const Instruction &inst, const KVCacheRef &cache,         \
+                     ViewFn view) {                                            \
+      Args a;                                                                  \
+      size_t slot = 0;                                                         \
+      Fields(void) slot;                                                       \
+      (void)cache;                                                             \
+      return a;                                                                \
+    }                                                                          \
+  };
+#include "mlart/Opcodes.def"
+#undef MLART_OPERAND
+#undef MLART_CACHE
+#undef MLART_FLOAT_ATTR
+#undef MLART_INT_ATTR
+
+} // namespace
+
+// launch<Args>: what the executor adds to the instruction's arguments
+// (its own state and policies) before the kernel runs.
+template <typename Args>
+Status Executor::launch(size_t, const Instruction &, Args &args,
+                        StreamHandle stream) {
+  return runKernel(device_->kernels(), args, stream);
+}
+
+template <>
+Status Executor::launch(size_t, const Instruction &, CopyArgs &args,
+                        StreamHandle stream) {
+  return device_->copyView(args.src, args.dst, stream);
+}
+
+template <>
+Status Executor::launch(size_t, const Instruction &inst, CacheUpdateArgs &args,
+                        StreamHandle stream) {
+  if (inst.kernel != kNoIndex && device_->supportsCodegenKernels()) {
+    RopeCacheUpdateArgs a;
+    a.kvC = args.kvC;
+    a.kPe = args.kPe;
+    a.slotMapping = args.slotMapping;
+    a.cache = args.cache;
+    return runCodegen(inst, a, stream);
+  }
+  return device_->kernels().cacheUpdate(args, stream);
+}
+
+template <>
+Status Executor::launch(size_t, const Instruction &inst,
+                        RopeCacheUpdateArgs &args, StreamHandle stream) {
+  if (inst.kernel != kNoIndex && device_->supportsCodegenKernels())
+    return runCodegen(inst, args, stream);
+  return device_->kernels().ropeCacheUpdate(args, stream);
+}
+
+template <>
+Status Executor::launch(size_t, const Instruction &, DecodeAttentionArgs &args,
+                        StreamHandle stream) {
+  args.schedule = decodeSchedule_;
+  return device_->kernels().decodeAttention(args, stream);
+}
+
+template <>
+Status Executor::launch(size_t, const Instruction &, PrefillAttentionArgs &args,
+                        StreamHandle stream) {
+  args.contextLenBound = prefillContextBound_;
+  return device_->kernels().prefillAttention(args, stream);
+}
+
+// The GEMMs read their weight early when nothing before them on the
+// stream can have written it (isWeightView). The first instruction of a
+// run follows the caller's own work.
+template <>
+Status Executor::launch(size_t i, const Instruction &inst, QAbsorbArgs &args,
+                        StreamHandle stream) {
+  args.staticWeight =
+      i > 0 && isWeightView(inst.operands[operand::QAbsorb::w_uk]);
+  return device_->kernels().qAbsorb(args, stream);
+}
+
+template <>
+Status Executor::launch(size_t i, const Instruction &inst, VUpArgs &args,
+                        StreamHandle stream) {
+  args.staticWeight = i > 0 && isWeightView(inst.operands[operand::VUp::w_uv]);
+  return device_->kernels().vUp(args, stream);
+}
+
+template <>
+Status Executor::launch(size_t i, const Instruction &inst, LinearArgs &args,
+                        StreamHandle stream) {
+  args.staticWeight =
+      i > 0 && isWeightView(inst.operands[operand::Linear::weight]);
+  return device_->kernels().linear(args, stream);
+}
+
 Status Executor::runInstruction(size_t i, StreamHandle stream) {
   const Instruction &inst = artifact_.instructions()[i];
-  const KernelLibrary &k = device_->kernels();
-  // The first instruction of a run follows the caller's own work.
-  const bool staticWeight =
-      i > 0 && inst.operands.size() > 1 && isWeightView(inst.operands[1]);
-  auto op = [&](size_t i) { return view(inst.operands[i]); };
   const KVCacheRef cache =
       inst.cache == kNoIndex ? KVCacheRef() : caches_[inst.cache];
-  const RopeStyle style = static_cast<RopeStyle>(inst.intAttr);
+  auto viewOf = [this](uint32_t index) { return view(index); };
   switch (inst.opcode) {
-  case Opcode::Copy:
-    return device_->copyView(op(0), op(1), stream);
-  case Opcode::CacheUpdate:
-    if (inst.kernel != kNoIndex && device_->supportsCodegenKernels()) {
-      RopeCacheUpdateArgs a;
-      a.kvC = op(0);
-      a.kPe = op(1);
-      a.slotMapping = op(2);
-      a.cache = cache;
-      return runCodegen(inst, a, stream);
-    }
-    return k.cacheUpdate({op(0), op(1), op(2), cache}, stream);
-  case Opcode::Rope:
-    return k.rope({op(0), op(1), op(2), style}, stream);
-  case Opcode::RopeCacheUpdate: {
-    // Slot 8 and floatAttr: the optional latent norm (weight, epsilon).
-    const RopeCacheUpdateArgs a = {op(0), op(1), op(2), cache,
-                                   op(3), op(4), style, op(5),
-                                   op(6), op(7), op(8), inst.floatAttr};
-    if (inst.kernel != kNoIndex && device_->supportsCodegenKernels())
-      return runCodegen(inst, a, stream);
-    return k.ropeCacheUpdate(a, stream);
+#define MLART_OPCODE(Enum, Value, name, ArgsType, Flags, Fields)               \
+  case Opcode::Enum: {                                                         \
+    ArgsType args = Binding<Opcode::Enum>::bind(inst, cache, viewOf);          \
+    return launch(i, inst, args, stream);                                      \
   }
-  case Opcode::DecodeAttention:
-    return k.decodeAttention({op(0), cache, op(1), op(2), inst.floatAttr, op(3),
-                              op(4), int(inst.intAttr), decodeSchedule_},
-                             stream);
-  case Opcode::PrefillAttention:
-    // intAttr 1: the lengths operand holds total lengths (see
-    // ArtifactWriter::prefillAttentionTotalLens).
-    return k.prefillAttention({op(0), op(1), op(2), op(3), inst.floatAttr,
-                               op(4), op(5), cache, op(6), op(7), op(8),
-                               op(9), inst.intAttr == 1, prefillContextBound_},
-                              stream);
-  case Opcode::QAbsorb:
-    return k.qAbsorb({op(0), op(1), op(2), staticWeight}, stream);
-  case Opcode::VUp:
-    return k.vUp({op(0), op(1), op(2), staticWeight}, stream);
-  case Opcode::QConcat:
-    return k.qConcat({op(0), op(1), op(2)}, stream);
-  case Opcode::Quantize:
-    return k.quantize({op(0), op(1), op(2)}, stream);
-  case Opcode::RmsNorm:
-    return k.rmsNorm({op(0), op(1), inst.floatAttr, op(2)}, stream);
-  case Opcode::Linear:
-    return k.linear(linearArgs(i), stream);
-  case Opcode::Add:
-    return k.add({op(0), op(1), op(2)}, stream);
+#include "mlart/Opcodes.def"
   }
   return internalError("unknown opcode survived validation");
 }
 
 LinearArgs Executor::linearArgs(size_t i) const {
   const Instruction &inst = artifact_.instructions()[i];
-  // The first instruction of a run follows the caller's own work.
-  const bool staticWeight = i > 0 && isWeightView(inst.operands[1]);
-  return {view(inst.operands[0]), view(inst.operands[1]),
-          view(inst.operands[2]), view(inst.operands[3]), staticWeight};
+  LinearArgs a = Binding<Opcode::Linear>::bind(
+      inst, KVCacheRef(), [this](uint32_t index) { return view(index); });
+  // As launch<LinearArgs>.
+  a.staticWeight =
+      i > 0 && isWeightView(inst.operands[operand::Linear::weight]);
+  return a;
 }
 
 Status Executor::runCodegen(const Instruction &inst,
@@ -244,28 +310,6 @@ Status Executor::checkBound() const {
 
 namespace {
 
-/// Opcodes whose kernels record into the device's shared error record
-/// (bad slot, position or sequence; checked-mode refusals; bad scale).
-/// They are kept in program order among themselves so that a synchronous
-/// check reads back only its own call's verdict.
-bool usesErrorRecord(Opcode op) {
-  switch (op) {
-  case Opcode::CacheUpdate:
-  case Opcode::Rope:
-  case Opcode::RopeCacheUpdate:
-  case Opcode::DecodeAttention:
-  case Opcode::PrefillAttention:
-  case Opcode::Quantize:
-    return true;
-  default:
-    return false;
-  }
-}
-
-bool writesCache(Opcode op) {
-  return op == Opcode::CacheUpdate || op == Opcode::RopeCacheUpdate;
-}
-
 /// The error record as an access: an interval no device allocation has.
 constexpr uintptr_t kErrorRecordAddress = 0;
 
@@ -274,9 +318,9 @@ constexpr uintptr_t kErrorRecordAddress = 0;
 std::vector<MemoryAccess>
 Executor::accessesOf(const Instruction &inst) const {
   std::vector<MemoryAccess> accesses;
-  int count = 0;
-  const OperandSpec *specs = operandSpecs(inst.opcode, count);
-  for (int k = 0; k < count; ++k)
+  const OpcodeInfo &info = *opcodeInfo(inst.opcode);
+  const OperandSpec *specs = info.operands;
+  for (int k = 0; k < info.numOperands; ++k)
     if (inst.operands[size_t(k)] != kNoIndex)
       accesses.push_back(MemoryAccess::ofView(
           view(inst.operands[size_t(k)]), specs[k].written));
@@ -285,9 +329,12 @@ Executor::accessesOf(const Instruction &inst) const {
     const uintptr_t base = reinterpret_cast<uintptr_t>(cache.data);
     accesses.push_back(MemoryAccess::ofInterval(
         base, base + uintptr_t(cache.desc.totalBytes()),
-        writesCache(inst.opcode)));
+        info.cache == CacheUse::Write));
   }
-  if (usesErrorRecord(inst.opcode))
+  // Kernels that record into the device's shared error record are kept in
+  // program order among themselves, so that a synchronous check reads back
+  // only its own call's verdict.
+  if (info.usesErrorRecord)
     accesses.push_back(MemoryAccess::ofInterval(
         kErrorRecordAddress, kErrorRecordAddress + 1, /*write=*/true));
   return accesses;

@@ -16,6 +16,7 @@
 #include "mlart/DType.h"
 #include "mlart/KVCacheLayout.h"
 #include "mlart/Kernels.h"
+#include "mlart/Opcode.h"
 #include "mlart/StatusOr.h"
 #include "mlart/TensorRef.h"
 
@@ -45,26 +46,6 @@ enum class BufferRole : uint8_t {
 };
 /// Stable name: "input", "output", "weight", "step_metadata".
 const char *bufferRoleName(BufferRole role);
-
-/// One kernel of the KernelLibrary, or a strided copy. Values are stored in
-/// the artifact.
-enum class Opcode : uint16_t {
-  Copy = 1,
-  CacheUpdate = 2,
-  Rope = 3,
-  RopeCacheUpdate = 4,
-  DecodeAttention = 5,
-  PrefillAttention = 6,
-  QAbsorb = 7,
-  VUp = 8,
-  QConcat = 9,
-  Quantize = 10,
-  RmsNorm = 11,
-  Linear = 12,
-  Add = 13,
-};
-/// Stable name ("copy", "cache_update", ...); "unknown" for other values.
-const char *opcodeName(Opcode op);
 
 /// A function argument: bound by name to caller memory of exactly this
 /// dtype and (contiguous, row-major) shape.
@@ -115,11 +96,9 @@ struct ViewDecl {
 };
 
 /// One step of the program. Operand slots hold view indices (kNoIndex for
-/// an absent optional operand) in the order listed for each opcode in
-/// docs/artifact.md; the two scalar attributes are, per opcode:
-///   floatAttr: softmax scale (attention), epsilon (rms_norm), else 0;
-///   intAttr:   RopeStyle (rope, rope_cache_update), numSplits
-///              (decode_attention), else 0.
+/// an absent optional operand) in the order mlart/Opcodes.def lists for the
+/// opcode; the two scalar attributes, and whether there is a cache, are
+/// declared there too (zero where an opcode has none).
 struct Instruction {
   Opcode opcode = Opcode::Copy;
   std::array<uint32_t, kMaxOperands> operands;
@@ -158,22 +137,6 @@ struct CodegenKernel {
   /// Index into Artifact::modules().
   uint32_t module = 0;
 };
-
-/// Operand table entry of one opcode (shared by the loader, the writer and
-/// the docs): which slots exist, which ranks and dtypes they accept.
-struct OperandSpec {
-  const char *name;
-  /// Bit r set: rank r accepted.
-  uint8_t rankMask;
-  /// Bit int(DType) set: dtype accepted.
-  uint8_t dtypeMask;
-  bool optional;
-  /// The kernel writes this operand.
-  bool written;
-};
-/// Number of operand slots `op` uses (the rest must be kNoIndex) and their
-/// specs; nullptr/0 for an unknown opcode.
-const OperandSpec *operandSpecs(Opcode op, int &count);
 
 /// A validated MLAA program. Cheap to copy (a few small vectors).
 class Artifact {

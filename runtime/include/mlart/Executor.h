@@ -208,6 +208,11 @@ private:
   bool weightsStillAt(const std::vector<void *> &addresses) const;
   /// Instruction `i` of the program on `stream`.
   Status runInstruction(size_t i, StreamHandle stream);
+  /// Runs instruction `i` of the program, whose arguments are `args`
+  /// (bound from the artifact), with what the executor adds to them.
+  template <typename Args>
+  Status launch(size_t i, const Instruction &inst, Args &args,
+                StreamHandle stream);
   /// The arguments of linear instruction `i` at the current bindings.
   LinearArgs linearArgs(size_t i) const;
   /// Microseconds a replay of the captured graph takes on `stream`.

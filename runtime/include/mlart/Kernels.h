@@ -246,33 +246,42 @@ struct AddArgs {
   TensorRef out;
 };
 
-/// The kernels of one device. Implementations are stateless and thread-safe.
+/// dst = src elementwise, any strides, same shape and dtype (the
+/// instruction copy; a device runs it itself, Device::copyView).
+struct CopyArgs {
+  TensorRef src;
+  TensorRef dst;
+};
+
+/// The kernels of one device, one per kernel opcode of mlart/Opcodes.def
+/// (KernelLibrary::<method>(const <ArgsType> &, StreamHandle)).
+/// Implementations are stateless and thread-safe.
 class KernelLibrary {
 public:
   virtual ~KernelLibrary() = default;
   virtual const char *name() const = 0;
 
-  virtual Status cacheUpdate(const CacheUpdateArgs &args,
-                             StreamHandle stream) const = 0;
-  virtual Status rope(const RopeArgs &args, StreamHandle stream) const = 0;
-  virtual Status ropeCacheUpdate(const RopeCacheUpdateArgs &args,
-                                 StreamHandle stream) const = 0;
-  virtual Status decodeAttention(const DecodeAttentionArgs &args,
-                                 StreamHandle stream) const = 0;
-  virtual Status prefillAttention(const PrefillAttentionArgs &args,
-                                  StreamHandle stream) const = 0;
-  virtual Status qAbsorb(const QAbsorbArgs &args,
-                         StreamHandle stream) const = 0;
-  virtual Status vUp(const VUpArgs &args, StreamHandle stream) const = 0;
-  virtual Status qConcat(const QConcatArgs &args,
-                         StreamHandle stream) const = 0;
-  virtual Status quantize(const QuantizeArgs &args,
-                          StreamHandle stream) const = 0;
-  virtual Status rmsNorm(const RmsNormArgs &args,
-                         StreamHandle stream) const = 0;
-  virtual Status linear(const LinearArgs &args, StreamHandle stream) const = 0;
-  virtual Status add(const AddArgs &args, StreamHandle stream) const = 0;
+#define MLART_KERNEL_OPCODE(Enum, Value, name, ArgsType, Flags, Fields,        \
+                            method)                                            \
+  virtual Status method(const ArgsType &args, StreamHandle stream) const = 0;
+#include "mlart/Opcodes.def"
 };
+
+/// KernelMethod<Args>::value is the KernelLibrary member that takes Args.
+template <typename Args> struct KernelMethod;
+#define MLART_KERNEL_OPCODE(Enum, Value, name, ArgsType, Flags, Fields,        \
+                            method)                                            \
+  template <> struct KernelMethod<ArgsType> {                                  \
+    static constexpr auto value = &KernelLibrary::method;                      \
+  };
+#include "mlart/Opcodes.def"
+
+/// Runs the kernel that takes `args`.
+template <typename Args>
+Status runKernel(const KernelLibrary &kernels, const Args &args,
+                 StreamHandle stream) {
+  return (kernels.*KernelMethod<Args>::value)(args, stream);
+}
 
 /// The CPU reference kernels (always available).
 const KernelLibrary &cpuKernelLibrary();

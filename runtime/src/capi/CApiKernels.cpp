@@ -1,6 +1,8 @@
 //===- CApiKernels.cpp - C API: kernel entry points over KernelLibrary ----===//
 #include "CApiInternal.h"
 
+#include "mlart/Opcode.h"
+
 using namespace mlart;
 using mlart::capi::guarded;
 using mlart::capi::toCacheRef;
@@ -17,6 +19,46 @@ Status checkCall(const mlart_device *device, const void *args,
 
 const KernelLibrary &kernelsOf(const mlart_device *device) {
   return device->device->kernels();
+}
+
+void setIntAttr(RopeStyle &m, int v) { m = static_cast<RopeStyle>(v); }
+void setIntAttr(int &m, int v) { m = v; }
+[[maybe_unused]] void setIntAttr(bool &m, int v) { m = v != 0; }
+
+// fromC(c, a): the fields of a C argument struct, named as in Opcodes.def,
+// into the kernel's Args. A template so that only the entry points below
+// instantiate it: an opcode whose C struct lacks some of its fields (one
+// that was grown later through a _full or _addend struct) converts by hand.
+#define MLART_OPERAND(name, member, ranks, dtypes, use)                        \
+  MLART_RETURN_IF_ERROR(toTensorRef(c.name, #name, a.member));
+// A NULL optional cache means "no cache": a.cache stays empty.
+#define MLART_CACHE(use)                                                       \
+  if (CacheUse::use != CacheUse::OptRead || c.cache)                           \
+    MLART_RETURN_IF_ERROR(toCacheRef(c.cache, a.cache));
+#define MLART_FLOAT_ATTR(name, member, check) a.member = c.name;
+#define MLART_INT_ATTR(name, member, check) setIntAttr(a.member, c.name);
+#define MLART_KERNEL_OPCODE(Enum, Value, name, ArgsType, Flags, Fields,        \
+                            method)                                            \
+  template <typename C> Status fromC(const C &c, ArgsType &a) {                \
+    Fields return Status::success();                                           \
+  }
+#include "mlart/Opcodes.def"
+#undef MLART_OPERAND
+#undef MLART_CACHE
+#undef MLART_FLOAT_ATTR
+#undef MLART_INT_ATTR
+
+/// A kernel entry point whose C struct holds exactly its opcode's fields.
+template <typename Args, typename C>
+mlart_status callKernel(mlart_device *device, const C *args,
+                        mlart_stream *stream) {
+  return guarded([&]() -> Status {
+    StreamHandle h;
+    MLART_RETURN_IF_ERROR(checkCall(device, args, stream, h));
+    Args a;
+    MLART_RETURN_IF_ERROR(fromC(*args, a));
+    return runKernel(kernelsOf(device), a, h);
+  });
 }
 
 /// The operands both prefill entry points have.
@@ -46,39 +88,29 @@ Status toPrefillAttentionArgs(const mlart_prefill_attention_args *args,
 
 extern "C" {
 
-mlart_status mlart_cache_update(mlart_device *device,
-                                const mlart_cache_update_args *args,
-                                mlart_stream *stream) {
-  return guarded([&]() -> Status {
-    StreamHandle h;
-    MLART_RETURN_IF_ERROR(checkCall(device, args, stream, h));
-    CacheUpdateArgs a;
-    MLART_RETURN_IF_ERROR(toTensorRef(args->kv_c, "kv_c", a.kvC));
-    MLART_RETURN_IF_ERROR(toTensorRef(args->k_pe, "k_pe", a.kPe));
-    MLART_RETURN_IF_ERROR(
-        toTensorRef(args->slot_mapping, "slot_mapping", a.slotMapping));
-    MLART_RETURN_IF_ERROR(toCacheRef(args->cache, a.cache));
-    return kernelsOf(device).cacheUpdate(a, h);
-  });
-}
+// The entry points whose C structs hold exactly their opcode's fields.
+#define MLART_C_ENTRY(name, ArgsType)                                          \
+  mlart_status mlart_##name(mlart_device *device,                              \
+                            const mlart_##name##_args *args,                   \
+                            mlart_stream *stream) {                            \
+    return callKernel<ArgsType>(device, args, stream);                         \
+  }
+MLART_C_ENTRY(cache_update, CacheUpdateArgs)
+MLART_C_ENTRY(rope, RopeArgs)
+MLART_C_ENTRY(decode_attention, DecodeAttentionArgs)
+MLART_C_ENTRY(q_absorb, QAbsorbArgs)
+MLART_C_ENTRY(v_up, VUpArgs)
+MLART_C_ENTRY(q_concat, QConcatArgs)
+MLART_C_ENTRY(quantize, QuantizeArgs)
+MLART_C_ENTRY(rms_norm, RmsNormArgs)
+MLART_C_ENTRY(add, AddArgs)
+#undef MLART_C_ENTRY
 
-mlart_status mlart_rope(mlart_device *device, const mlart_rope_args *args,
-                        mlart_stream *stream) {
-  return guarded([&]() -> Status {
-    StreamHandle h;
-    MLART_RETURN_IF_ERROR(checkCall(device, args, stream, h));
-    RopeArgs a;
-    MLART_RETURN_IF_ERROR(toTensorRef(args->x, "x", a.x));
-    MLART_RETURN_IF_ERROR(toTensorRef(args->positions, "positions",
-                                      a.positions));
-    MLART_RETURN_IF_ERROR(toTensorRef(args->cos_sin, "cos_sin", a.cosSin));
-    a.style = static_cast<RopeStyle>(args->style);
-    return kernelsOf(device).rope(a, h);
-  });
-}
+} // extern "C"
 
-} // extern "C": C++ helpers below have C++ linkage
-
+// The rope + cache update, prefill and linear entry points convert by
+// hand: their first C structs are frozen (docs/runtime.md, "C API"), and the
+// fields added later live in a second struct.
 namespace {
 
 /// The operands both rope + cache update entry points have.
@@ -131,26 +163,6 @@ mlart_rope_cache_update_full(mlart_device *device,
   });
 }
 
-mlart_status mlart_decode_attention(mlart_device *device,
-                                    const mlart_decode_attention_args *args,
-                                    mlart_stream *stream) {
-  return guarded([&]() -> Status {
-    StreamHandle h;
-    MLART_RETURN_IF_ERROR(checkCall(device, args, stream, h));
-    DecodeAttentionArgs a;
-    MLART_RETURN_IF_ERROR(toTensorRef(args->q, "q", a.q));
-    MLART_RETURN_IF_ERROR(toCacheRef(args->cache, a.cache));
-    MLART_RETURN_IF_ERROR(
-        toTensorRef(args->block_table, "block_table", a.blockTable));
-    MLART_RETURN_IF_ERROR(toTensorRef(args->seq_lens, "seq_lens", a.seqLens));
-    a.softmaxScale = args->softmax_scale;
-    MLART_RETURN_IF_ERROR(toTensorRef(args->out, "out", a.out));
-    MLART_RETURN_IF_ERROR(toTensorRef(args->lse, "lse", a.lse));
-    a.numSplits = args->num_splits;
-    return kernelsOf(device).decodeAttention(a, h);
-  });
-}
-
 mlart_status mlart_prefill_attention(mlart_device *device,
                                      const mlart_prefill_attention_args *args,
                                      mlart_stream *stream) {
@@ -175,76 +187,6 @@ mlart_prefill_attention_full(mlart_device *device,
     a.lensIncludeNewTokens = args->lens_include_new_tokens != 0;
     a.contextLenBound = args->context_len_bound;
     return kernelsOf(device).prefillAttention(a, h);
-  });
-}
-
-mlart_status mlart_q_absorb(mlart_device *device,
-                            const mlart_q_absorb_args *args,
-                            mlart_stream *stream) {
-  return guarded([&]() -> Status {
-    StreamHandle h;
-    MLART_RETURN_IF_ERROR(checkCall(device, args, stream, h));
-    QAbsorbArgs a;
-    MLART_RETURN_IF_ERROR(toTensorRef(args->q_nope, "q_nope", a.qNope));
-    MLART_RETURN_IF_ERROR(toTensorRef(args->w_uk, "w_uk", a.wUK));
-    MLART_RETURN_IF_ERROR(toTensorRef(args->out, "out", a.out));
-    return kernelsOf(device).qAbsorb(a, h);
-  });
-}
-
-mlart_status mlart_v_up(mlart_device *device, const mlart_v_up_args *args,
-                        mlart_stream *stream) {
-  return guarded([&]() -> Status {
-    StreamHandle h;
-    MLART_RETURN_IF_ERROR(checkCall(device, args, stream, h));
-    VUpArgs a;
-    MLART_RETURN_IF_ERROR(toTensorRef(args->o_latent, "o_latent", a.oLatent));
-    MLART_RETURN_IF_ERROR(toTensorRef(args->w_uv, "w_uv", a.wUV));
-    MLART_RETURN_IF_ERROR(toTensorRef(args->out, "out", a.out));
-    return kernelsOf(device).vUp(a, h);
-  });
-}
-
-mlart_status mlart_q_concat(mlart_device *device,
-                            const mlart_q_concat_args *args,
-                            mlart_stream *stream) {
-  return guarded([&]() -> Status {
-    StreamHandle h;
-    MLART_RETURN_IF_ERROR(checkCall(device, args, stream, h));
-    QConcatArgs a;
-    MLART_RETURN_IF_ERROR(toTensorRef(args->q_latent, "q_latent", a.qLatent));
-    MLART_RETURN_IF_ERROR(toTensorRef(args->q_pe, "q_pe", a.qPe));
-    MLART_RETURN_IF_ERROR(toTensorRef(args->out, "out", a.out));
-    return kernelsOf(device).qConcat(a, h);
-  });
-}
-
-mlart_status mlart_quantize(mlart_device *device,
-                            const mlart_quantize_args *args,
-                            mlart_stream *stream) {
-  return guarded([&]() -> Status {
-    StreamHandle h;
-    MLART_RETURN_IF_ERROR(checkCall(device, args, stream, h));
-    QuantizeArgs a;
-    MLART_RETURN_IF_ERROR(toTensorRef(args->x, "x", a.x));
-    MLART_RETURN_IF_ERROR(toTensorRef(args->scale, "scale", a.scale));
-    MLART_RETURN_IF_ERROR(toTensorRef(args->out, "out", a.out));
-    return kernelsOf(device).quantize(a, h);
-  });
-}
-
-mlart_status mlart_rms_norm(mlart_device *device,
-                            const mlart_rms_norm_args *args,
-                            mlart_stream *stream) {
-  return guarded([&]() -> Status {
-    StreamHandle h;
-    MLART_RETURN_IF_ERROR(checkCall(device, args, stream, h));
-    RmsNormArgs a;
-    MLART_RETURN_IF_ERROR(toTensorRef(args->x, "x", a.x));
-    MLART_RETURN_IF_ERROR(toTensorRef(args->weight, "weight", a.weight));
-    a.epsilon = args->epsilon;
-    MLART_RETURN_IF_ERROR(toTensorRef(args->out, "out", a.out));
-    return kernelsOf(device).rmsNorm(a, h);
   });
 }
 
@@ -285,19 +227,6 @@ mlart_status mlart_linear_addend(mlart_device *device,
     MLART_RETURN_IF_ERROR(toLinearArgs(args->x, args->weight, args->out, a));
     MLART_RETURN_IF_ERROR(toTensorRef(args->addend, "addend", a.addend));
     return kernelsOf(device).linear(a, h);
-  });
-}
-
-mlart_status mlart_add(mlart_device *device, const mlart_add_args *args,
-                       mlart_stream *stream) {
-  return guarded([&]() -> Status {
-    StreamHandle h;
-    MLART_RETURN_IF_ERROR(checkCall(device, args, stream, h));
-    AddArgs a;
-    MLART_RETURN_IF_ERROR(toTensorRef(args->a, "a", a.a));
-    MLART_RETURN_IF_ERROR(toTensorRef(args->b, "b", a.b));
-    MLART_RETURN_IF_ERROR(toTensorRef(args->out, "out", a.out));
-    return kernelsOf(device).add(a, h);
   });
 }
 
