@@ -43,9 +43,10 @@ enum class Phase { Decode, Prefill };
 /// MLIR 22's NVVM path as measured on the H200).
 void addCodegenPasses(OpPassManager &pm) {
   // Four tokens a block and at least two blocks an SM: the fastest of the
-  // geometries timed on the H200 (2026-12-03, docs/performance.md): fused
-  // rope + update with 16 q heads at T = 1 / 16 / 256 in 2.00 / 2.50 /
-  // 2.66 us, against 1.99 / 2.75 / 3.03 us with the pass defaults (8, 0).
+  // geometries timed on the H200 (docs/codegen.md, "Geometry of the sm_90
+  // pipeline"): fused rope + update with 16 q heads at T = 1 / 16 / 256 in
+  // 1.97 / 2.48 / 2.64 us, against 1.99 / 2.75 / 3.03 us with the pass
+  // defaults (8, 0).
   MLAOutlineCacheKernelsOptions outline;
   outline.tokensPerBlock = 4;
   outline.minBlocksPerSM = 2;

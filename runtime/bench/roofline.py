@@ -5,7 +5,7 @@
         [--list] [--no-labels] -o OUT.png FILE.json [FILE.json ...]
 
 Input: files written by mla-bench (runtime/bench/MlaBench.cpp), e.g.
-docs/perf/mla-bench-*.json:
+docs/results/*-mla-bench.json:
     {"device": str, "copy_gbs": float, "gemm_tflops": float,
      "rows": [{"kernel": str, "shape": str, "us": float, "gbs": float,
                "tflops": float, ...}, ...]}

@@ -12,9 +12,9 @@
 // RUN: not mla-opt %mla_src_root/examples/deepseek-v2-lite-decode-layer.mlir -mla-decode-pipeline='target=tpu' 2>&1 | FileCheck %s --check-prefix=BADTARGET
 // RUN: not mla-opt %mla_src_root/examples/deepseek-v2-lite-decode-layer.mlir -mla-decode-pipeline='schedule=sideways' 2>&1 | FileCheck %s --check-prefix=BADSCHEDULE
 
-// By default (fuse-kv-norm=false: no gain measured on the H200, docs/
-// performance.md, session 6) the latent norm stays its own op, read by the
-// update.
+// By default (fuse-kv-norm=false: no gain measured on the H200, see
+// docs/Passes/MLAPasses.md, -mla-fuse-kv-norm) the latent norm stays its
+// own op, read by the update.
 // NOKVNORM-LABEL: func.func @decode_layer
 // NOKVNORM: %[[N:.*]] = mla.rms_norm %extracted_slice{{.*}}, %arg10
 // NOKVNORM-NEXT: mla.rope_kv_cache_update gptj %[[N]], {{.*}} rotate_q({{.*}} : tensor<8x16x64xbf16>) : {{.*}} rotated_q tensor<8x16x64xbf16>{{$}}

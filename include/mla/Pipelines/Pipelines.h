@@ -43,9 +43,10 @@ struct PipelineOptions : public PassPipelineOptions<PipelineOptions> {
                         llvm::cl::desc("Fuse rope of k_pe (and q_pe) into "
                                        "the update"),
                         llvm::cl::init(true)};
-  // Off by default: the V2-Lite step measured no gain with generated
-  // kernels and a loss with library kernels on the H200 (docs/
-  // performance.md, session 6).
+  // Off by default: on the H200 the V2-Lite step measured no gain with
+  // generated kernels (the latent branch is off the critical path) and a
+  // loss with library kernels, whose norm takes the generic per-token path
+  // (docs/cuda.md, "The general kernel").
   Option<bool> fuseKVNorm{*this, "fuse-kv-norm",
                           llvm::cl::desc("Fold the latent RMSNorm into the "
                                          "fused rope + cache update"),

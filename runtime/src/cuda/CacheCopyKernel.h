@@ -26,11 +26,11 @@ enum class UpdateKernel : int {
 
 /// Which kernel writes a large plain update, and its compiled-in variant.
 struct CacheCopyConfig {
-  /// MLART_UPDATE_KERNEL. Defaults: the best of the H200 sweeps
-  /// (2026-12-03, T=65536 random slots): the bulk kernel, one 32-row chunk
-  /// a CTA, early loads, hints 1: 43.6-43.7 us against 44.2-44.3 us for
-  /// the streaming kernel (U=8, one tile a CTA) and 45.3 us for the general
-  /// one in the same runs (docs/performance.md, session 6).
+  /// MLART_UPDATE_KERNEL. Defaults: the fastest of the H200 sweep (T=65536,
+  /// random slots): the bulk kernel, one 32-row chunk a CTA, early loads,
+  /// hints 1: 43.9 us against 44.6 us for the streaming kernel (U=8, one
+  /// tile a CTA) and 45.6 us for the general one in the same run
+  /// (docs/results/h200.md, the `update65536` rows).
   UpdateKernel kernel = UpdateKernel::Bulk;
   /// MLART_UPDATE_STAGES: the bulk kernel's ring of 32-row stages (36 KB
   /// each) when persistent; one chunk a CTA (ctasPerSm 0) uses one stage.

@@ -289,8 +289,8 @@ Status launchDecodeManyHeads(const DecodeParams &p, int64_t batch,
   // MLART_DECODE_MANY=2..6 selects a timing variant of this kernel (see the
   // kernel). MLART_DECODE_MANY_VARIANT (A/B): 0 this kernel, 1 (default)
   // the TMA-producer kernel, 2 that one with S queued behind PV. Measured on
-  // the H200 (docs/performance.md, 2026-12-03), H=128 B=128 L=8192: 826 /
-  // 657 / 758 us; variant 1 is the fastest at every measured shape.
+  // the H200, H=128 B=128 L=8192: 826 / 657 / 758 us; variant 1 is the
+  // fastest at every measured shape (docs/cuda.md, "Many-heads kernels").
   const int many = knobValue(Knob::DecodeMany);
   const int variant = many >= 2 && many <= 6 ? many : 1;
   const int tmaVariant = knobValue(Knob::DecodeManyVariant);

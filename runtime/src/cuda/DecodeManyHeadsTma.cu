@@ -4,8 +4,9 @@
 // layout and outputs: DecodeManyHeadsTile.h) with the KV copies taken off
 // the MMA warps. There, each MMA thread issued 18 cp.async a tile plus the
 // index math, and three CTA barriers a tile guarded the copies; the copies
-// and the math overlapped only partly (828 us vs 644 us without copies at
-// H=128 B=128 L=8192, docs/cuda.md).
+// and the math overlapped only partly (H200, H=128 B=128 L=8192: 828 us,
+// 644 us without KV copies after the first two tiles, MLART_DECODE_MANY=2;
+// docs/cuda.md, "Many-heads kernels").
 //
 // 384 threads: warps 0-7 (two warpgroups) compute; warp 8 (of the third
 // warpgroup, which gives its registers to the others) is the producer. It

@@ -47,11 +47,12 @@ constexpr KnobSpec kKnobs[kKnobCount] = {
     spec(Knob::SkinnyGemm, "MLART_SKINNY_GEMM", 0, kOffOn),
     spec(Knob::SkinnyVariant, "MLART_SKINNY_VARIANT", 0,
          kSkinnyVariantChoices),
-    // On: with concurrent streams the tuned cuBLASLt GEMMs took the V2-Lite
-    // step from 119.2-120.1 to 116.0-117.2 us on the H200 (2026-12-03).
+    // On: with concurrent streams the tuned cuBLASLt GEMMs take the V2-Lite
+    // step from 119.2-120.1 to 116.0-117.2 us on the H200.
     spec(Knob::GemmLt, "MLART_GEMM_LT", 1, kOffOn),
     spec(Knob::GemmAutotune, "MLART_GEMM_AUTOTUNE", 1, kOffOn),
-    // The bulk-copy update kernel: the H200 sweeps' best (2026-12-03, s6).
+    // The bulk-copy update kernel: the fastest in the H200 sweep
+    // (CacheCopyKernel.h).
     spec(Knob::UpdateKernel, "MLART_UPDATE_KERNEL", 2, kUpdateKernels),
     spec(Knob::UpdateUnroll, "MLART_UPDATE_UNROLL", 8, kUpdateUnroll),
     spec(Knob::UpdateCtasPerSm, "MLART_UPDATE_CTAS_PER_SM", 0, kUpdateCtas),
@@ -60,7 +61,7 @@ constexpr KnobSpec kKnobs[kKnobCount] = {
     spec(Knob::UpdateStages, "MLART_UPDATE_STAGES", 2, kUpdateStages),
     // 1: a cluster-scope fence and relaxed barriers; 0: cooperative_groups'
     // cluster.sync() (a GPU-scope fence, then the barrier). The merge after
-    // the barrier took 4.16 instead of 4.45 us on the H200 (session 8).
+    // the barrier takes 4.16 instead of 4.45 us on the H200.
     spec(Knob::DecodeBarrier, "MLART_DECODE_BARRIER", 1, kOffOn),
     // 1: the 16-head decode cuts the tiles of all sequences evenly over
     // the SMs (DecodeSchedule.h) instead of giving every sequence the same
@@ -68,7 +69,7 @@ constexpr KnobSpec kKnobs[kKnobCount] = {
     spec(Knob::DecodeBalance, "MLART_DECODE_BALANCE", 0, kOffOn),
     // 1: prefill's new-token attention on the tensor cores where the head
     // shape allows it (PrefillFlash.h); 0: the CUDA-core kernel for all
-    // (A/B). 94.7 ms -> 0.49 ms at H=16, T=4096 on an H100 (session 14).
+    // (A/B). 94.7 ms -> 0.49 ms at H=16, T=4096 on an H100.
     spec(Knob::PrefillFlash, "MLART_PREFILL_FLASH", 1, kOffOn),
 };
 

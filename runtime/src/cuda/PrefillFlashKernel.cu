@@ -229,7 +229,7 @@ __device__ void buildChunkKeys(ChunkKeys &c, const int (&rowLo)[kBM],
 /// kContext: the context mode (p.ctxLens set); kMerge: p.prior set. Both
 /// are template parameters so the plain causal launch compiles without
 /// their code: with run-time tests the causal launch was 3-13 % slower
-/// than before the context mode, with templates 2-5 % (H100, session 14).
+/// than before the context mode, with templates 2-5 % (H100).
 template <bool kHalf, bool kContext, bool kMerge>
 __global__ void __launch_bounds__(kThreads, 2)
     prefillFlashKernel(PrefillFlashParams p, DeviceErrorRecord *rec) {

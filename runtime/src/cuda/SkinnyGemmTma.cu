@@ -20,7 +20,7 @@
 //
 // The instruction count is what makes this kernel: the cp.async + mma.sync
 // kernel spends ~2900 issued instructions a warp on q_proj's slice (ncu,
-// H200, session 8); here one thread issues 3 x chunks copies and each warp
+// H200); here one thread issues 3 x chunks copies and each warp
 // 8 x chunks wgmma fragments.
 //
 //===----------------------------------------------------------------------===//

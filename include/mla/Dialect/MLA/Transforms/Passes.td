@@ -601,8 +601,9 @@ def MLAFuseKVNorm : Pass<"mla-fuse-kv-norm"> {
     default: on the measured DeepSeek-V2-Lite decode step it gained nothing
     with generated kernels (the latent branch is not the critical path once
     it runs beside the query branch) and lost with library kernels, whose
-    norm path is the generic per-token one (docs/performance.md). It stays
-    for targets and shapes where the latent branch is critical.
+    norm path is the generic per-token one (docs/cuda.md, "The general
+    kernel"). It stays for targets and shapes where the latent branch is
+    critical.
 
     Implemented in `lib/Dialect/MLA/Transforms/FuseKVNorm.cpp`.
   }];
