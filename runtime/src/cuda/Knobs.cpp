@@ -42,11 +42,9 @@ constexpr KnobSpec kKnobs[kKnobCount] = {
     spec(Knob::DecodeCluster, "MLART_DECODE_CLUSTER", 1, kOffOn),
     spec(Knob::DecodeVariant, "MLART_DECODE_VARIANT", 1, kOffOn),
     spec(Knob::DecodeMany, "MLART_DECODE_MANY", 1, kDecodeMany),
-    spec(Knob::DecodeManyVariant, "MLART_DECODE_MANY_VARIANT", 1,
-         kManyVariant),
+    spec(Knob::DecodeManyVariant, "MLART_DECODE_MANY_VARIANT", 1, kManyVariant),
     spec(Knob::SkinnyGemm, "MLART_SKINNY_GEMM", 0, kOffOn),
-    spec(Knob::SkinnyVariant, "MLART_SKINNY_VARIANT", 0,
-         kSkinnyVariantChoices),
+    spec(Knob::SkinnyVariant, "MLART_SKINNY_VARIANT", 0, kSkinnyVariantChoices),
     // On: with concurrent streams the tuned cuBLASLt GEMMs take the V2-Lite
     // step from 119.2-120.1 to 116.0-117.2 us on the H200.
     spec(Knob::GemmLt, "MLART_GEMM_LT", 1, kOffOn),
