@@ -274,6 +274,15 @@ uint32_t ArtifactWriter::decodeAttention(uint32_t cache, uint32_t q,
                              {q, blockTable, seqLens, out, lse}, loc, cache,
                              softmaxScale, numSplits));
 }
+uint32_t ArtifactWriter::decodeAttentionWithUpdate(
+    uint32_t cache, uint32_t kvC, uint32_t kPe, uint32_t slotMapping,
+    uint32_t q, uint32_t blockTable, uint32_t seqLens, uint32_t out,
+    float softmaxScale, uint32_t lse, int numSplits, const std::string &loc) {
+  return addInstruction(
+      make(Opcode::DecodeAttentionWithUpdate,
+           {kvC, kPe, slotMapping, q, blockTable, seqLens, out, lse}, loc,
+           cache, softmaxScale, numSplits));
+}
 uint32_t ArtifactWriter::prefillAttention(
     uint32_t q, uint32_t k, uint32_t v, uint32_t queryStartLoc, uint32_t out,
     float softmaxScale, uint32_t lse, uint32_t cache, uint32_t blockTable,

@@ -230,6 +230,14 @@ Status Executor::launch(size_t, const Instruction &, DecodeAttentionArgs &args,
 }
 
 template <>
+Status Executor::launch(size_t, const Instruction &,
+                        DecodeAttentionWithUpdateArgs &args,
+                        StreamHandle stream) {
+  args.schedule = decodeSchedule_;
+  return device_->kernels().decodeAttentionWithUpdate(args, stream);
+}
+
+template <>
 Status Executor::launch(size_t, const Instruction &, PrefillAttentionArgs &args,
                         StreamHandle stream) {
   args.contextLenBound = prefillContextBound_;

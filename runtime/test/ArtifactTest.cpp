@@ -175,6 +175,56 @@ TEST(Artifact, RoundTripPreservesEverything) {
   EXPECT_EQ(*bytes, w.serialize());
 }
 
+// The fused opcode carries both halves' operands in one instruction; the
+// loader checks each slot against its table row.
+TEST(Artifact, FusedDecodeAttentionWithUpdateRoundTripsAndIsChecked) {
+  auto build = [](DType slotDType, bool withCache) {
+    ArtifactWriter w("fused");
+    KVCacheDesc desc = smallCacheDesc();
+    const int64_t rowWidth = desc.latentRank + desc.ropeDim;
+    const uint32_t kv =
+        w.addBuffer("kv_in", BufferRole::Input, DType::BF16, {2, rowWidth});
+    const uint32_t slots =
+        w.addBuffer("slots", BufferRole::StepMetadata, slotDType, {2});
+    const uint32_t q =
+        w.addBuffer("q", BufferRole::Input, DType::BF16, {2, 3, rowWidth});
+    const uint32_t bt =
+        w.addBuffer("bt", BufferRole::StepMetadata, DType::I32, {2, 4});
+    const uint32_t sl =
+        w.addBuffer("sl", BufferRole::StepMetadata, DType::I32, {2});
+    const uint32_t o = w.addBuffer("o", BufferRole::Output, DType::BF16,
+                                   {2, 3, desc.latentRank});
+    const uint32_t c = withCache ? w.addCache("cache", desc) : kNoIndex;
+    const uint32_t kvC =
+        w.bufferView(kv, 0, DType::BF16, {2, desc.latentRank}, {rowWidth, 1});
+    const uint32_t kPe = w.bufferView(kv, desc.latentRank * 2, DType::BF16,
+                                      {2, desc.ropeDim}, {rowWidth, 1});
+    w.decodeAttentionWithUpdate(
+        c, kvC, kPe, w.bufferView(slots), w.bufferView(q), w.bufferView(bt),
+        w.bufferView(sl), w.bufferView(o), 0.25f, kNoIndex, 2, "layer0.attn");
+    return w;
+  };
+  {
+    ArtifactWriter w = build(DType::I64, true);
+    StatusOr<std::vector<uint8_t>> bytes = w.finish();
+    ASSERT_TRUE(bytes.ok()) << bytes.status().toString();
+    StatusOr<Artifact> a = Artifact::load(bytes->data(), bytes->size());
+    ASSERT_TRUE(a.ok()) << a.status().toString();
+    ASSERT_EQ(a->instructions().size(), 1u);
+    const Instruction &inst = a->instructions()[0];
+    EXPECT_EQ(inst.opcode, Opcode::DecodeAttentionWithUpdate);
+    EXPECT_EQ(inst.cache, 0u);
+    EXPECT_EQ(inst.floatAttr, 0.25f);
+    EXPECT_EQ(inst.intAttr, 2);
+    EXPECT_EQ(inst.operands[7], kNoIndex); // no lse
+    EXPECT_EQ(a->describeInstruction(0),
+              "#0 decode_attention_with_update (layer0.attn)");
+  }
+  expectInvalid(build(DType::F32, true),
+                "operand 'slot_mapping' has dtype f32");
+  expectInvalid(build(DType::I64, false), "needs a cache");
+}
+
 TEST(Artifact, LoadsFromFile) {
   std::vector<uint8_t> b = smallBytes();
   const std::string path = ::testing::TempDir() + "mlart_artifact_test.mlaa";

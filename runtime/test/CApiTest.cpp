@@ -429,3 +429,105 @@ TEST(CApi, PrefillAttentionTotalLengthsAndContextBound) {
   mlart_kv_cache_destroy(cache);
   mlart_device_destroy(dev);
 }
+
+namespace {
+
+/// Float64 decode attention of one head query over `rows` (each latent +
+/// rope values); V is the first `latent` values of each row.
+std::vector<double> attendRows(const std::vector<float> &q,
+                               const std::vector<std::vector<float>> &rows,
+                               int latent, double scale) {
+  std::vector<double> s;
+  double m = -INFINITY;
+  for (const auto &r : rows) {
+    double d = 0;
+    for (size_t c = 0; c < q.size(); ++c)
+      d += double(q[c]) * r[c];
+    s.push_back(scale * d);
+    m = std::max(m, s.back());
+  }
+  double sum = 0;
+  for (double &x : s)
+    sum += (x = std::exp(x - m));
+  std::vector<double> out(size_t(latent), 0.0);
+  for (size_t j = 0; j < rows.size(); ++j)
+    for (int c = 0; c < latent; ++c)
+      out[size_t(c)] += s[j] / sum * rows[j][size_t(c)];
+  return out;
+}
+
+} // namespace
+
+// mlart_decode_attention_with_update writes the step's row and attends over
+// it with the two rows already cached (float64 check); a slot past the cache
+// is refused with neither the cache nor the output written.
+TEST(CApi, DecodeAttentionWithUpdateWritesThenAttends) {
+  constexpr int kLat = 128, kRope = 64, kRow = kLat + kRope;
+  mlart_device *dev = nullptr;
+  mlart_kv_cache *cache = nullptr;
+  ASSERT_EQ(mlart_device_create_cpu(&dev), nullptr);
+  mlart_kv_cache_desc desc = {
+      2, 16, kLat, kRope, MLART_DTYPE_F32, MLART_CACHE_PLAIN};
+  ASSERT_EQ(mlart_kv_cache_create(dev, &desc, 1.0f, &cache), nullptr);
+
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  auto random = [&](size_t n) {
+    std::vector<float> v(n);
+    for (float &x : v)
+      x = dist(rng);
+    return v;
+  };
+  // The sequence's pages are blocks 1 then 0; its first two rows are cached.
+  std::vector<std::vector<float>> rows = {random(kRow), random(kRow)};
+  for (int t = 0; t < 2; ++t)
+    ASSERT_EQ(mlart_kv_cache_write_bytes(cache, size_t(16 + t) * kRow * 4,
+                                         rows[size_t(t)].data(), kRow * 4),
+              nullptr);
+  std::vector<float> kv = random(kLat), pe = random(kRope), q = random(kRow);
+  std::vector<float> out(kLat, NAN);
+  int64_t slot = 18; // block 1, offset 2: token 2
+  int32_t table[2] = {1, 0}, len = 3;
+  int64_t kvS[2] = {1, kLat}, peS[2] = {1, kRope}, one[1] = {1},
+          qS[3] = {1, 1, kRow}, oS[3] = {1, 1, kLat}, btS[2] = {1, 2};
+  mlart_decode_attention_with_update_args a = {};
+  a.kv_c = mlart_tensor_contiguous(kv.data(), MLART_DTYPE_F32, 2, kvS);
+  a.k_pe = mlart_tensor_contiguous(pe.data(), MLART_DTYPE_F32, 2, peS);
+  a.slot_mapping = mlart_tensor_contiguous(&slot, MLART_DTYPE_I64, 1, one);
+  a.q = mlart_tensor_contiguous(q.data(), MLART_DTYPE_F32, 3, qS);
+  a.cache = cache;
+  a.block_table = mlart_tensor_contiguous(table, MLART_DTYPE_I32, 2, btS);
+  a.seq_lens = mlart_tensor_contiguous(&len, MLART_DTYPE_I32, 1, one);
+  a.softmax_scale = 0.2f;
+  a.out = mlart_tensor_contiguous(out.data(), MLART_DTYPE_F32, 3, oS);
+
+  // Refused first: nothing written anywhere.
+  std::vector<uint8_t> before(size_t(2 * 16 * kRow * 4)), after(before.size());
+  ASSERT_EQ(mlart_kv_cache_read_bytes(cache, 0, before.data(), before.size()),
+            nullptr);
+  slot = 32;
+  mlart_status st = mlart_decode_attention_with_update(dev, &a, nullptr);
+  EXPECT_EQ(mlart_status_get_code(st), MLART_STATUS_OUT_OF_RANGE);
+  mlart_status_free(st);
+  ASSERT_EQ(mlart_kv_cache_read_bytes(cache, 0, after.data(), after.size()),
+            nullptr);
+  EXPECT_EQ(before, after);
+  for (float v : out)
+    ASSERT_TRUE(std::isnan(v));
+
+  slot = 18;
+  ASSERT_EQ(mlart_decode_attention_with_update(dev, &a, nullptr), nullptr);
+  std::vector<float> row(kRow);
+  ASSERT_EQ(mlart_kv_cache_read_bytes(cache, size_t(slot) * kRow * 4,
+                                      row.data(), kRow * 4),
+            nullptr);
+  EXPECT_TRUE(std::equal(kv.begin(), kv.end(), row.begin()));
+  EXPECT_TRUE(std::equal(pe.begin(), pe.end(), row.begin() + kLat));
+  rows.push_back(row);
+  std::vector<double> want = attendRows(q, rows, kLat, 0.2);
+  for (int c = 0; c < kLat; ++c)
+    EXPECT_NEAR(out[size_t(c)], want[size_t(c)], 1e-5) << c;
+
+  mlart_kv_cache_destroy(cache);
+  mlart_device_destroy(dev);
+}

@@ -354,3 +354,141 @@ TEST(DecodeAttention, RejectsInvalidArgumentsWithoutWriting) {
 }
 
 } // namespace
+
+namespace {
+
+/// One decode step's new rows: token b is the last position of sequence b
+/// (seqLens already counts it), written through slot_mapping.
+struct NewTokens {
+  NewTokens(DecodeProblem &p, std::mt19937 &rng) {
+    const int64_t batch = int64_t(p.lens.size());
+    const int64_t bs = p.cache.desc().blockSize;
+    kvC = HostTensor(DType::BF16, {batch, kLatent});
+    kPe = HostTensor(DType::BF16, {batch, kRope});
+    kvC.fillUniform(rng);
+    kPe.fillUniform(rng);
+    std::vector<int32_t> slots;
+    for (int64_t b = 0; b < batch; ++b) {
+      const int32_t pos = p.lens[b] - 1;
+      slots.push_back(p.blockTable.getI32(b * p.maxBlocks + pos / bs) *
+                          int32_t(bs) +
+                      pos % int32_t(bs));
+    }
+    slotMapping = HostTensor::i32({batch}, slots);
+  }
+
+  DecodeAttentionWithUpdateArgs args(DecodeProblem &p, int numSplits) {
+    DecodeAttentionArgs a = p.args(numSplits);
+    DecodeAttentionWithUpdateArgs f;
+    f.kvC = kvC.ref();
+    f.kPe = kPe.ref();
+    f.slotMapping = slotMapping.ref();
+    f.q = a.q;
+    f.cache = a.cache;
+    f.blockTable = a.blockTable;
+    f.seqLens = a.seqLens;
+    f.softmaxScale = a.softmaxScale;
+    f.out = a.out;
+    f.lse = a.lse;
+    f.numSplits = a.numSplits;
+    return f;
+  }
+
+  HostTensor kvC, kPe, slotMapping;
+};
+
+} // namespace
+
+// The fused op is cacheUpdate followed by decodeAttention: the same cache
+// bits and the same output bits as the two calls, for every cache layout and
+// several split counts, and within tolerance of float64 on the updated cache.
+TEST(DecodeAttentionWithUpdate, EqualsCacheUpdateThenDecodeAttention) {
+  for (CacheLayout layout :
+       {CacheLayout::Plain, CacheLayout::Fp8PerTensor, CacheLayout::Fp8DsMla}) {
+    for (int splits : {0, 1, 3}) {
+      SCOPED_TRACE(std::string(cacheLayoutName(layout)) + ", " +
+                   std::to_string(splits) + " splits");
+      const uint32_t seed = 101 + uint32_t(splits);
+      DecodeProblem fused(layout, DType::BF16, 16, 16, {1, 20, 33, 64},
+                          DType::BF16, DType::F32, seed);
+      DecodeProblem twoCalls(layout, DType::BF16, 16, 16, {1, 20, 33, 64},
+                             DType::BF16, DType::F32, seed);
+      std::mt19937 rngA(seed + 1000), rngB(seed + 1000);
+      NewTokens tokA(fused, rngA), tokB(twoCalls, rngB);
+
+      fused.out.poison();
+      fused.lse.poison();
+      Status s = cpu::decodeAttentionWithUpdate(tokA.args(fused, splits));
+      ASSERT_TRUE(s.ok()) << s.toString();
+
+      twoCalls.out.poison();
+      twoCalls.lse.poison();
+      DecodeAttentionWithUpdateArgs b = tokB.args(twoCalls, splits);
+      ASSERT_TRUE(cpu::cacheUpdate(b.update()).ok());
+      ASSERT_TRUE(cpu::decodeAttention(b.attention()).ok());
+
+      EXPECT_EQ(fused.cache.bytes(), twoCalls.cache.bytes());
+      EXPECT_EQ(fused.out.bytes(), twoCalls.out.bytes());
+      EXPECT_EQ(fused.lse.bytes(), twoCalls.lse.bytes());
+      // The write happened: the cache differs from the one before the step.
+      DecodeProblem before(layout, DType::BF16, 16, 16, {1, 20, 33, 64},
+                           DType::BF16, DType::F32, seed);
+      EXPECT_NE(fused.cache.bytes(), before.cache.bytes());
+    }
+  }
+}
+
+// A call refused on either half's arguments writes neither the cache nor the
+// outputs; in particular a bad attention argument must not let the update
+// through.
+TEST(DecodeAttentionWithUpdate, RefusedCallWritesNothing) {
+  DecodeProblem p(CacheLayout::Plain, DType::BF16, 16, 16, {20, 33},
+                  DType::BF16, DType::F32, 17);
+  std::mt19937 rng(18);
+  NewTokens tok(p, rng);
+  HostTensor slotOutOfRange =
+      HostTensor::i32({2}, {0, int32_t(p.cache.desc().numSlots())});
+  HostTensor lensOverCapacity =
+      HostTensor::i32({2}, {20, int32_t(p.maxBlocks * 16 + 1)});
+  HostTensor tableOutOfRange = [&] {
+    std::vector<int32_t> t(static_cast<size_t>(2 * p.maxBlocks));
+    for (int64_t i = 0; i < 2 * p.maxBlocks; ++i)
+      t[i] = p.blockTable.getI32(i);
+    t[p.maxBlocks] = int32_t(p.cache.desc().numBlocks);
+    return HostTensor::i32({2, p.maxBlocks}, t);
+  }();
+  HostTensor q575(DType::BF16, {2, 16, kRow - 1});
+  HostTensor kvCShort(DType::BF16, {2, kLatent - 1});
+
+  struct Mutation {
+    const char *what;
+    StatusCode code;
+    std::function<void(DecodeAttentionWithUpdateArgs &)> apply;
+  };
+  const std::vector<Mutation> mutations = {
+      {"slot == numSlots", StatusCode::OutOfRange,
+       [&](auto &a) { a.slotMapping = slotOutOfRange.ref(); }},
+      {"kv_c last dim", StatusCode::InvalidArgument,
+       [&](auto &a) { a.kvC = kvCShort.ref(); }},
+      {"seqLen > capacity", StatusCode::OutOfRange,
+       [&](auto &a) { a.seqLens = lensOverCapacity.ref(); }},
+      {"block id == numBlocks", StatusCode::OutOfRange,
+       [&](auto &a) { a.blockTable = tableOutOfRange.ref(); }},
+      {"q last dim", StatusCode::InvalidArgument,
+       [&](auto &a) { a.q = q575.ref(); }},
+  };
+  const std::vector<uint8_t> cacheBefore = p.cache.bytes();
+  for (const Mutation &m : mutations) {
+    SCOPED_TRACE(m.what);
+    p.out.poison();
+    p.lse.poison();
+    const std::vector<uint8_t> outBefore = p.out.bytes();
+    const std::vector<uint8_t> lseBefore = p.lse.bytes();
+    DecodeAttentionWithUpdateArgs a = tok.args(p, 0);
+    m.apply(a);
+    EXPECT_EQ(cpu::decodeAttentionWithUpdate(a).code(), m.code);
+    EXPECT_EQ(p.cache.bytes(), cacheBefore);
+    EXPECT_EQ(p.out.bytes(), outBefore);
+    EXPECT_EQ(p.lse.bytes(), lseBefore);
+  }
+}

@@ -124,6 +124,8 @@ public:
     return r;
   }
   const KVCacheDesc &desc() const { return desc_; }
+  /// The stored bits, for bit-exact comparisons.
+  const std::vector<uint8_t> &bytes() const { return data_; }
   /// Decoded values of a slot's row.
   const double *row(int64_t slot) const {
     return values_.data() + slot * desc_.rowValues();

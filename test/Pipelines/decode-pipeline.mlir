@@ -3,8 +3,8 @@
 //
 // RUN: mla-opt %mla_src_root/examples/deepseek-v2-lite-decode-layer.mlir -mla-decode-pipeline='fuse-kv-norm=true' | FileCheck %s --check-prefix=ONE
 // RUN: mla-opt %mla_src_root/examples/deepseek-v2-lite-decode-2layers.mlir -mla-decode-pipeline | FileCheck %s --check-prefix=TWO
-// RUN: mla-opt %mla_src_root/examples/deepseek-v2-lite-decode-layer.mlir -mla-decode-pipeline='target=cuda-sm90 fuse-into-attention=true fuse-rope=false' | FileCheck %s --check-prefix=CUDA
-// RUN: mla-opt %mla_src_root/examples/deepseek-v2-lite-decode-layer.mlir -mla-decode-pipeline='fuse-into-attention=true fuse-rope=false' | FileCheck %s --check-prefix=CPUNOFUSE
+// RUN: mla-opt %mla_src_root/examples/deepseek-v2-lite-decode-layer.mlir -mla-decode-pipeline='target=cuda-sm90 fuse-into-attention=true fuse-rope=false' | FileCheck %s --check-prefix=FUSED
+// RUN: mla-opt %mla_src_root/examples/deepseek-v2-lite-decode-layer.mlir -mla-decode-pipeline='fuse-into-attention=true fuse-rope=false' | FileCheck %s --check-prefix=FUSED
 // RUN: mla-opt %mla_src_root/examples/deepseek-v2-lite-decode-layer.mlir -mla-decode-pipeline='fuse-rope=false lift-q-prep=false schedule=none' | FileCheck %s --check-prefix=MIN
 // RUN: mla-opt %mla_src_root/examples/deepseek-v2-lite-decode-2layers.mlir -mla-decode-pipeline='fuse-linear-addend=false' | FileCheck %s --check-prefix=NOADDEND
 // RUN: mla-opt %mla_src_root/examples/deepseek-v2-lite-decode-layer.mlir -mla-decode-pipeline | FileCheck %s --check-prefix=NOKVNORM
@@ -84,18 +84,13 @@
 // NOADDEND-NEXT: arith.addf %[[SUM0]], %[[O1]]
 // NOADDEND-NOT: addend(
 
-// CUDA target with the attention fusion: one op writes the rows and attends.
-// CUDA-LABEL: func.func @decode_layer
-// CUDA-NOT: mla.kv_cache_update
-// CUDA: %[[QL:.*]] = mla.q_concat
-// CUDA-NEXT: mla.decode_attention_with_update %[[QL]], %arg5[%arg3, %arg4] update(
-// CUDA-NOT: mla.decode_attention %
-
-// The CPU target declares no attention kernel that writes rows: no fusion.
-// CPUNOFUSE-LABEL: func.func @decode_layer
-// CPUNOFUSE: mla.kv_cache_update
-// CPUNOFUSE: mla.decode_attention %
-// CPUNOFUSE-NOT: mla.decode_attention_with_update
+// With the attention fusion (both targets have the kernel): one op writes
+// the rows and attends.
+// FUSED-LABEL: func.func @decode_layer
+// FUSED-NOT: mla.kv_cache_update
+// FUSED: %[[QL:.*]] = mla.q_concat
+// FUSED-NEXT: mla.decode_attention_with_update %[[QL]], %arg5[%arg3, %arg4] update(
+// FUSED-NOT: mla.decode_attention %
 
 // Fusions off: extraction alone, absorbing attention, V-up.
 // MIN-LABEL: func.func @decode_layer

@@ -884,7 +884,6 @@ LogicalResult Translator::translate(Operation *op) {
         return success();
       })
       .Case([&](DecodeAttentionWithUpdateOp fused) -> LogicalResult {
-        // No CPU kernel writes rows inside attention: update, then attend.
         auto cache = cacheOf(op, fused.getCache());
         auto in = operands({fused.getKvC(), fused.getKPe(),
                             fused.getSlotMapping(), fused.getQ(),
@@ -896,14 +895,12 @@ LogicalResult Translator::translate(Operation *op) {
           return failure();
         uint32_t c = *cache;
         float scale = fused.getSoftmaxScale().convertToFloat();
-        addInst({(*in)[0], (*in)[1], (*in)[2]},
-                [this, c, loc](ArrayRef<uint32_t> v) {
-                  writer.cacheUpdate(c, v[0], v[1], v[2], loc);
-                });
-        addInst({(*in)[3], (*in)[4], (*in)[5], *out, *lse},
+        addInst({(*in)[0], (*in)[1], (*in)[2], (*in)[3], (*in)[4], (*in)[5],
+                 *out, *lse},
                 [this, c, scale, loc](ArrayRef<uint32_t> v) {
-                  writer.decodeAttention(c, v[0], v[1], v[2], v[3], scale,
-                                         v[4], 0, loc);
+                  writer.decodeAttentionWithUpdate(c, v[0], v[1], v[2], v[3],
+                                                   v[4], v[5], v[6], scale,
+                                                   v[7], 0, loc);
                 });
         return success();
       })

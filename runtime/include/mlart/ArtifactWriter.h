@@ -105,6 +105,14 @@ public:
                            uint32_t seqLens, uint32_t out, float softmaxScale,
                            uint32_t lse = kNoIndex, int numSplits = 0,
                            const std::string &loc = {});
+  /// cacheUpdate(cache, kvC, kPe, slotMapping) and decodeAttention(cache,
+  /// q, ...) over the rows it wrote, as one instruction.
+  uint32_t decodeAttentionWithUpdate(uint32_t cache, uint32_t kvC, uint32_t kPe,
+                                     uint32_t slotMapping, uint32_t q,
+                                     uint32_t blockTable, uint32_t seqLens,
+                                     uint32_t out, float softmaxScale,
+                                     uint32_t lse = kNoIndex, int numSplits = 0,
+                                     const std::string &loc = {});
   /// Without cached context pass cache = kNoIndex and leave the last four
   /// operands absent.
   uint32_t prefillAttention(uint32_t q, uint32_t k, uint32_t v,

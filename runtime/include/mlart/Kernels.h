@@ -131,6 +131,31 @@ struct DecodeAttentionArgs {
   DecodeSchedule schedule = DecodeSchedule::Default;
 };
 
+/// cacheUpdate({kvC, kPe, slotMapping, cache}) followed by
+/// decodeAttention({q, cache, blockTable, seqLens, ...}) over the rows it
+/// wrote, as one call: the shapes of both halves are checked before any
+/// row is written, so a call refused on its arguments changes nothing.
+struct DecodeAttentionWithUpdateArgs {
+  TensorRef kvC;
+  TensorRef kPe;
+  TensorRef slotMapping;
+  TensorRef q;
+  KVCacheRef cache;
+  TensorRef blockTable;
+  TensorRef seqLens;
+  float softmaxScale = 1.0f;
+  TensorRef out;
+  TensorRef lse;
+  int numSplits = 0;
+  DecodeSchedule schedule = DecodeSchedule::Default;
+
+  CacheUpdateArgs update() const { return {kvC, kPe, slotMapping, cache}; }
+  DecodeAttentionArgs attention() const {
+    return {q,   cache, blockTable, seqLens, softmaxScale,
+            out, lse,   numSplits,  schedule};
+  }
+};
+
 /// Causal MHA prefill for new tokens with optional cached context
 /// (chunked prefill). Requests are packed: queryStartLoc [R + 1] i32.
 /// q, k [T, H, nope + rope]; v [T, H, vDim]; out [T, H, vDim]; lse [T, H].

@@ -313,6 +313,22 @@ typedef struct mlart_decode_attention_args {
   int32_t num_splits;
 } mlart_decode_attention_args;
 
+/** mlart_cache_update then mlart_decode_attention over the rows it wrote,
+ *  in one call; a call refused on its arguments writes nothing. */
+typedef struct mlart_decode_attention_with_update_args {
+  mlart_tensor kv_c;
+  mlart_tensor k_pe;
+  mlart_tensor slot_mapping;
+  mlart_tensor q;
+  mlart_kv_cache *cache;
+  mlart_tensor block_table;
+  mlart_tensor seq_lens;
+  float softmax_scale;
+  mlart_tensor out;
+  mlart_tensor lse; /**< optional */
+  int32_t num_splits;
+} mlart_decode_attention_with_update_args;
+
 typedef struct mlart_prefill_attention_args {
   mlart_tensor q;
   mlart_tensor k;
@@ -418,6 +434,9 @@ mlart_rope_cache_update_full(mlart_device *device,
 mlart_status mlart_decode_attention(mlart_device *device,
                                     const mlart_decode_attention_args *args,
                                     mlart_stream *stream);
+mlart_status mlart_decode_attention_with_update(
+    mlart_device *device, const mlart_decode_attention_with_update_args *args,
+    mlart_stream *stream);
 mlart_status mlart_prefill_attention(mlart_device *device,
                                      const mlart_prefill_attention_args *args,
                                      mlart_stream *stream);
@@ -510,8 +529,8 @@ mlart_status mlart_executor_set_timing_callback(mlart_executor *executor,
 mlart_status mlart_executor_set_max_streams(mlart_executor *executor,
                                             int streams);
 
-/** How decode attention spreads over the device (docs/cuda.md, "Notes:
- *  the balanced decode schedule"); the results agree up to rounding. */
+/** How decode attention spreads over the device (docs/cuda.md, "The
+ *  balanced decode schedule"); the results agree up to rounding. */
 typedef enum mlart_decode_schedule {
   /** The device's default (CUDA: per-sequence, unless the environment
    *  knob MLART_DECODE_BALANCE=1). */

@@ -98,6 +98,7 @@ extern "C" {
 MLART_C_ENTRY(cache_update, CacheUpdateArgs)
 MLART_C_ENTRY(rope, RopeArgs)
 MLART_C_ENTRY(decode_attention, DecodeAttentionArgs)
+MLART_C_ENTRY(decode_attention_with_update, DecodeAttentionWithUpdateArgs)
 MLART_C_ENTRY(q_absorb, QAbsorbArgs)
 MLART_C_ENTRY(v_up, VUpArgs)
 MLART_C_ENTRY(q_concat, QConcatArgs)

@@ -15,6 +15,10 @@ Status cacheUpdate(const CacheUpdateArgs &args);
 Status rope(const RopeArgs &args);
 Status ropeCacheUpdate(const RopeCacheUpdateArgs &args);
 Status decodeAttention(const DecodeAttentionArgs &args);
+/// The argument checks of decodeAttention that read no device data (shapes,
+/// dtypes, the cache descriptor, the paged layout), shared with CUDA.
+Status checkDecodeAttentionShapes(const DecodeAttentionArgs &args);
+Status decodeAttentionWithUpdate(const DecodeAttentionWithUpdateArgs &args);
 Status prefillAttention(const PrefillAttentionArgs &args);
 Status qAbsorb(const QAbsorbArgs &args);
 Status vUp(const VUpArgs &args);

@@ -7,6 +7,7 @@
 // the same arithmetic over the same split boundaries.
 //
 //===----------------------------------------------------------------------===//
+#include "cpu/CacheWrite.h"
 #include "cpu/CpuKernels.h"
 #include "cpu/TensorAccess.h"
 
@@ -39,7 +40,9 @@ int64_t blocksPerSplit(int64_t seqLen, int64_t usedBlocks, int numSplits) {
   return (usedBlocks + splits - 1) / splits;
 }
 
-Status validate(const DecodeAttentionArgs &a) {
+} // namespace
+
+Status checkDecodeAttentionShapes(const DecodeAttentionArgs &a) {
   const KVCacheDesc &desc = a.cache.desc;
   MLART_RETURN_IF_ERROR(desc.validate());
   MLART_RETURN_IF_ERROR(checkFloatTensor(a.q, "q", 3));
@@ -62,7 +65,16 @@ Status validate(const DecodeAttentionArgs &a) {
   if (!isDecodeSchedule(int(a.schedule)))
     return invalidArgument("unknown decode schedule " +
                            std::to_string(int(a.schedule)));
-  return checkPagedRead(a.cache, a.blockTable, a.seqLens, "seqLens", batch);
+  return checkPagedLayout(a.cache, a.blockTable, a.seqLens, "seqLens", batch);
+}
+
+namespace {
+
+/// The shapes, then every sequence's rows (host memory on the CPU).
+Status validate(const DecodeAttentionArgs &a) {
+  MLART_RETURN_IF_ERROR(checkDecodeAttentionShapes(a));
+  return checkPagedRead(a.cache, a.blockTable, a.seqLens, "seqLens",
+                        a.q.sizes[0]);
 }
 
 /// Online-softmax attention of every head of one sequence over pages
@@ -192,6 +204,19 @@ Status decodeAttention(const DecodeAttentionArgs &args) {
     }
   }
   return Status::success();
+}
+
+Status decodeAttentionWithUpdate(const DecodeAttentionWithUpdateArgs &args) {
+  const CacheUpdateArgs update = args.update();
+  const DecodeAttentionArgs attention = args.attention();
+  // Everything both halves check comes first (the lengths are inputs the
+  // write does not change): a call refused on its arguments writes nothing.
+  int64_t numTokens = 0;
+  MLART_RETURN_IF_ERROR(validateCacheWrite(
+      update.kvC, update.kPe, update.slotMapping, update.cache, numTokens));
+  MLART_RETURN_IF_ERROR(validate(attention));
+  MLART_RETURN_IF_ERROR(cacheUpdate(update));
+  return decodeAttention(attention);
 }
 
 } // namespace mlart::cpu

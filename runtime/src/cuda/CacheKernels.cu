@@ -896,4 +896,8 @@ Status ropeCacheUpdate(CudaContext &ctx, const RopeCacheUpdateArgs &a,
   return launch(ctx, p, stream, &a.slotMapping, &a.positions, &a.cache);
 }
 
+Status checkCacheUpdate(const CacheUpdateArgs &a) {
+  return checkCacheWrite(a.kvC, a.kPe, a.slotMapping, a.cache);
+}
+
 } // namespace mlart::cuda

@@ -108,6 +108,13 @@ Status ropeCacheUpdate(CudaContext &, const RopeCacheUpdateArgs &,
                        cudaStream_t);
 Status decodeAttention(CudaContext &, const DecodeAttentionArgs &,
                        cudaStream_t);
+/// The host checks of cacheUpdate and decodeAttention (no device data):
+/// what decodeAttentionWithUpdate checks before it writes.
+Status checkCacheUpdate(const CacheUpdateArgs &);
+Status checkDecodeAttention(const DecodeAttentionArgs &);
+Status decodeAttentionWithUpdate(CudaContext &,
+                                 const DecodeAttentionWithUpdateArgs &,
+                                 cudaStream_t);
 Status prefillAttention(CudaContext &, const PrefillAttentionArgs &,
                         cudaStream_t);
 Status qAbsorb(CudaContext &, const QAbsorbArgs &, cudaStream_t);
@@ -155,18 +162,10 @@ public:
   Status fn(const Args &a, StreamHandle s) const override {                    \
     return cuda::fn(*ctx_, a, static_cast<cudaStream_t>(s));                   \
   }
-  MLART_CUDA_FORWARD(cacheUpdate, CacheUpdateArgs)
-  MLART_CUDA_FORWARD(rope, RopeArgs)
-  MLART_CUDA_FORWARD(ropeCacheUpdate, RopeCacheUpdateArgs)
-  MLART_CUDA_FORWARD(decodeAttention, DecodeAttentionArgs)
-  MLART_CUDA_FORWARD(prefillAttention, PrefillAttentionArgs)
-  MLART_CUDA_FORWARD(qAbsorb, QAbsorbArgs)
-  MLART_CUDA_FORWARD(vUp, VUpArgs)
-  MLART_CUDA_FORWARD(qConcat, QConcatArgs)
-  MLART_CUDA_FORWARD(quantize, QuantizeArgs)
-  MLART_CUDA_FORWARD(rmsNorm, RmsNormArgs)
-  MLART_CUDA_FORWARD(linear, LinearArgs)
-  MLART_CUDA_FORWARD(add, AddArgs)
+#define MLART_KERNEL_OPCODE(Enum, Value, name, ArgsType, Flags, Fields,        \
+                            method)                                            \
+  MLART_CUDA_FORWARD(method, ArgsType)
+#include "mlart/Opcodes.def"
 #undef MLART_CUDA_FORWARD
 private:
   CudaContext *ctx_;

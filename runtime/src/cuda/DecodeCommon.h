@@ -90,11 +90,6 @@ struct CacheView {
 
 /// The kernels' view of a paged cache through a block table.
 CacheView makeView(const KVCacheRef &cache, const TensorRef &table);
-/// Host checks of a paged read: the cache descriptor, an i32 block table
-/// of `batch` rows and an i32 length vector (`lensName`) of `batch` entries.
-Status checkPagedShapes(const KVCacheRef &cache, const TensorRef &blockTable,
-                        const TensorRef &lens, const char *lensName,
-                        int64_t batch);
 
 /// What every decode kernel addresses besides its typed query pointer: the
 /// paged cache, the query and output strides, the optional LSE, the
@@ -181,7 +176,7 @@ StatusOr<int> decodeMaxActiveClusters(int size);
 constexpr int kManyHeads = 64;
 /// When the many-heads path is chosen over the 16-head kernel, by the
 /// (sequence, 64-head group) pairs and the 64-token tiles per sequence.
-/// Measured on the H200 at H=128 (docs/performance.md, 2026-12-03): from 8
+/// Measured on the H200 at H=128 (docs/cuda.md, "Decode attention"): from 8
 /// groups on it wins or ties at every length; with 4 groups (B=2) it wins
 /// only on long sequences (L=8192: 30 vs 45 us; L=1024: 16 vs 13 us); with
 /// 2 (B=1) the 16-head kernel, spread over more SMs, is as fast or faster.
@@ -262,7 +257,7 @@ __device__ __forceinline__ float warpMax(float v) {
 /// unrolled store loops, every bf16 store was followed by ~180 instructions
 /// of the other types' stores; the epilogue runs once per CTA from a cold
 /// instruction cache, and on the H200 73 % of its warp samples were
-/// instruction-fetch stalls (ncu, docs/performance.md, session 10).
+/// instruction-fetch stalls (ncu; docs/cuda.md, "The 16-head kernel").
 template <class Body>
 __device__ __forceinline__ void withOutputType(const DecodeIo &p, Body &&body) {
   if (p.outType == int(DType::BF16))

@@ -19,12 +19,13 @@
 // CTA per (sequence, head)). Prefill lives in PrefillKernels.cu.
 //
 //===----------------------------------------------------------------------===//
+#include "cpu/CpuKernels.h"
+#include "cpu/TensorAccess.h"
 #include "cuda/CudaCommon.h"
 #include "cuda/DecodeCommon.h"
 #include "cuda/Knobs.h"
 #include "cuda/Launch.h"
 #include "cuda/Scratch.h"
-#include "cpu/TensorAccess.h"
 
 #include <cooperative_groups.h>
 
@@ -177,9 +178,8 @@ clusterMergeEpilogue(const DecodeParams &p, const float (&o)[16][4],
   storePartial(part, kPartRow, partLse, o, inv, lseV);
   traceMark(p, kTraceStored);
   // Release/acquire: every rank's partial is visible. cluster.sync() is
-  // lowered by ptxas to a GPU-scope MEMBAR before the barrier
-  // (docs/performance.md, session 7); the relaxed form fences at cluster
-  // scope only.
+  // lowered by ptxas to a GPU-scope MEMBAR before the barrier (docs/cuda.md,
+  // "The 16-head kernel"); the relaxed form fences at cluster scope only.
   if (p.relaxedBarrier)
     asm volatile("fence.acq_rel.cluster;\n"
                  "barrier.cluster.arrive.relaxed.aligned;\n"
@@ -298,7 +298,7 @@ struct TilePiece {
 /// leaving the unnormalised result in `acc`. Every thread calls it; it ends
 /// with no copy in flight and shared memory free for the caller. (Issuing
 /// the balanced kernel's next piece during the last tile was measured
-/// slower: docs/performance.md, session 12.)
+/// slower: docs/cuda.md, "Designs measured and not kept".)
 template <bool kSplitK>
 __device__ __forceinline__ void attendTiles(const DecodeParams &p,
                                             const TcSmem &sm,
@@ -321,7 +321,7 @@ __device__ __forceinline__ void attendTiles(const DecodeParams &p,
   // The KV stream is read once: evict it first, so that it does not push
   // out of L2 what is read again (the query, the block table, the code).
   // H200, step shape alone: 86.6 -> 85.5 us; H=16 B=128 L=8192 314.4 ->
-  // 310.2 us (session 10).
+  // 310.2 us.
   uint64_t evictFirst;
   asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;"
                : "=l"(evictFirst));
@@ -1059,20 +1059,6 @@ static DecodeIo decodeIo(CudaContext &ctx,
   return io;
 }
 
-Status checkPagedShapes(const KVCacheRef &cache, const TensorRef &blockTable,
-                        const TensorRef &lens, const char *lensName,
-                        int64_t batch) {
-  using namespace mlart::cpu;
-  MLART_RETURN_IF_ERROR(cache.desc.validate());
-  if (cache.data == nullptr)
-    return invalidArgument("cache data is missing");
-  MLART_RETURN_IF_ERROR(
-      checkTypedTensor(blockTable, "blockTable", 2, DType::I32));
-  MLART_RETURN_IF_ERROR(checkTypedTensor(lens, lensName, 1, DType::I32));
-  MLART_RETURN_IF_ERROR(checkDim(blockTable, "blockTable", 0, batch));
-  return checkDim(lens, lensName, 0, batch);
-}
-
 namespace {
 
 std::atomic<uint64_t> &clusterLaunches() {
@@ -1188,8 +1174,9 @@ int decodeSplitHeuristic(int smCount, int64_t batch, int64_t headGroups,
   // Minimising that avoids a last, mostly idle wave (B=64, H=16, L=4096
   // on 132 SMs: 5 splits = 320 CTAs = 2.4 waves; 2 splits = 1 wave).
   // With 2..8 splits the merge now runs inside a cluster (no combine launch)
-  // and a wave holds clusters x size CTAs; the constants stay until the
-  // forced-split sweep is measured (docs/cuda.md).
+  // and a wave holds clusters x size CTAs. The constants stay: in the
+  // forced-split sweep at the step shape the heuristic's 2 splits are the
+  // fastest (docs/results/*.md, "At the step shape, by split count").
   return chooseDecodeSplits(smCount, batch * headGroups, maxLen,
                             SplitCostModel{/*tileCost=*/1.0, /*ctaCost=*/2.0,
                                            /*combineCost=*/1.0});
@@ -1226,37 +1213,36 @@ StatusOr<int> decodeMaxActiveClusters(int size) {
   return clusters;
 }
 
-Status decodeAttention(CudaContext &ctx, const DecodeAttentionArgs &a,
-                       cudaStream_t stream) {
-  using namespace mlart::cpu;
-  const KVCacheDesc &desc = a.cache.desc;
-  MLART_RETURN_IF_ERROR(desc.validate());
-  MLART_RETURN_IF_ERROR(checkFloatTensor(a.q, "q", 3));
+Status checkDecodeAttention(const DecodeAttentionArgs &a) {
+  MLART_RETURN_IF_ERROR(cpu::checkDecodeAttentionShapes(a));
   const int64_t B = a.q.sizes[0], H = a.q.sizes[1];
-  MLART_RETURN_IF_ERROR(checkDim(a.q, "q", 2, desc.rowValues()));
-  MLART_RETURN_IF_ERROR(checkFloatTensor(a.out, "out", 3));
-  MLART_RETURN_IF_ERROR(checkDim(a.out, "out", 0, B));
-  MLART_RETURN_IF_ERROR(checkDim(a.out, "out", 1, H));
-  MLART_RETURN_IF_ERROR(checkDim(a.out, "out", 2, desc.latentRank));
-  if (a.lse.present()) {
-    MLART_RETURN_IF_ERROR(checkTypedTensor(a.lse, "lse", 2, DType::F32));
-    MLART_RETURN_IF_ERROR(checkDim(a.lse, "lse", 0, B));
-    MLART_RETURN_IF_ERROR(checkDim(a.lse, "lse", 1, H));
-  }
-  if (a.numSplits < 0)
-    return invalidArgument("numSplits must be >= 0, got " +
-                           std::to_string(a.numSplits));
-  if (!isDecodeSchedule(int(a.schedule)))
-    return invalidArgument("unknown decode schedule " +
-                           std::to_string(int(a.schedule)));
-  MLART_RETURN_IF_ERROR(
-      checkPagedShapes(a.cache, a.blockTable, a.seqLens, "seqLens", B));
-  if (desc.latentRank > kGenThreads * kGenMaxPerThread)
+  if (a.cache.desc.latentRank > kGenThreads * kGenMaxPerThread)
     return unimplemented("CUDA decode supports latent rank <= 1024");
-  if (B == 0 || H == 0)
-    return Status::success();
   if (B > 65535 || H / kHeads > 65535)
     return invalidArgument("decode batch too large for one launch");
+  return Status::success();
+}
+
+Status decodeAttentionWithUpdate(CudaContext &ctx,
+                                 const DecodeAttentionWithUpdateArgs &a,
+                                 cudaStream_t stream) {
+  const CacheUpdateArgs update = a.update();
+  const DecodeAttentionArgs attention = a.attention();
+  // Both halves' host checks come first: a call refused on its arguments
+  // writes nothing. The two launches then run in stream order.
+  MLART_RETURN_IF_ERROR(checkCacheUpdate(update));
+  MLART_RETURN_IF_ERROR(checkDecodeAttention(attention));
+  MLART_RETURN_IF_ERROR(cacheUpdate(ctx, update, stream));
+  return decodeAttention(ctx, attention, stream);
+}
+
+Status decodeAttention(CudaContext &ctx, const DecodeAttentionArgs &a,
+                       cudaStream_t stream) {
+  MLART_RETURN_IF_ERROR(checkDecodeAttention(a));
+  const KVCacheDesc &desc = a.cache.desc;
+  const int64_t B = a.q.sizes[0], H = a.q.sizes[1];
+  if (B == 0 || H == 0)
+    return Status::success();
 
   std::unique_lock<std::mutex> lock(ctx.recordMutex, std::defer_lock);
   if (ctx.synchronousChecks) {

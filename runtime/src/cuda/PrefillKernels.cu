@@ -394,8 +394,8 @@ Status prefillAttention(CudaContext &ctx, const PrefillAttentionArgs &a,
     MLART_RETURN_IF_ERROR(checkDim(a.wUV, "wUV", 0, H));
     MLART_RETURN_IF_ERROR(checkDim(a.wUV, "wUV", 1, desc.latentRank));
     MLART_RETURN_IF_ERROR(checkDim(a.wUV, "wUV", 2, vDim));
-    MLART_RETURN_IF_ERROR(checkPagedShapes(a.cache, a.blockTable,
-                                           a.contextLens, "contextLens", R));
+    MLART_RETURN_IF_ERROR(cpu::checkPagedLayout(
+        a.cache, a.blockTable, a.contextLens, "contextLens", R));
     if (desc.latentRank > 32 * kPfMaxLat)
       return unimplemented("CUDA prefill supports latent rank <= 512");
     p.c = makeView(a.cache, a.blockTable);

@@ -690,10 +690,9 @@ int main(int argc, char **argv) {
                   (options.naive && !naive.ok());
   if (!options.json) {
     if (timePerOp) {
-      std::printf("%-20s %8s %12s %7s\n", "op", "calls", "time (ms)",
-                  "share");
+      std::printf("%-28s %8s %12s %7s\n", "op", "calls", "time (ms)", "share");
       for (auto &[name, entry] : perOp)
-        std::printf("%-20s %8lld %12.3f %6.1f%%\n", name.c_str(),
+        std::printf("%-28s %8lld %12.3f %6.1f%%\n", name.c_str(),
                     (long long)entry.first, entry.second * 1e3,
                     total > 0 ? 100.0 * entry.second / total : 0.0);
       if (options.device != "cpu")

@@ -20,12 +20,14 @@ using namespace mlir::mla;
 
 namespace {
 
-/// Whether the decode attention kernel of `target` can write the step's rows
-/// itself; std::nullopt for a target this pass does not know.
+/// Whether the runtime's decode attention for `target` can write the step's
+/// rows itself (opcode decode_attention_with_update); std::nullopt for a
+/// target this pass does not know. A target without that kernel says false
+/// and the pass leaves its updates alone.
 std::optional<bool> attentionWritesCache(StringRef target) {
   return llvm::StringSwitch<std::optional<bool>>(target)
       .Case("cuda-sm90", true)
-      .Case("cpu", false)
+      .Case("cpu", true)
       .Default(std::nullopt);
 }
 

@@ -1,6 +1,6 @@
 // RUN: mla-opt %s -split-input-file -allow-unregistered-dialect -mla-fuse-kv-update-into-attention=target=cuda-sm90 | FileCheck %s
-// RUN: mla-opt %s -split-input-file -allow-unregistered-dialect -mla-fuse-kv-update-into-attention | FileCheck %s --check-prefix=CPU
-// RUN: mla-opt %s -split-input-file -allow-unregistered-dialect -mla-fuse-kv-update-into-attention=target=cpu | FileCheck %s --check-prefix=CPU
+// RUN: mla-opt %s -split-input-file -allow-unregistered-dialect -mla-fuse-kv-update-into-attention | FileCheck %s
+// RUN: mla-opt %s -split-input-file -allow-unregistered-dialect -mla-fuse-kv-update-into-attention=target=cpu | FileCheck %s
 // RUN: not mla-opt %s -split-input-file -allow-unregistered-dialect -mla-fuse-kv-update-into-attention=target=tpu 2>&1 | FileCheck %s --check-prefix=BAD
 
 // BAD: error: mla-fuse-kv-update-into-attention: unknown target 'tpu' (expected 'cpu' or 'cuda-sm90')
@@ -12,11 +12,6 @@
 // CHECK-NEXT: %[[O:.*]] = mla.decode_attention_with_update %[[Q]], %[[CACHE]][%[[BT]], %[[SL]]] update(%[[C]], %[[P]], %[[S]] : tensor<4x512xbf16>, tensor<4x64xbf16>, tensor<4xi64>) softmax_scale = 1.000000e-01 : tensor<4x16x576xbf16>, !mla.kv_cache<?x64xbf16>, tensor<4x8xi32>, tensor<4xi32> -> tensor<4x16x512xbf16>{{$}}
 // CHECK-NEXT: return %[[O]], %[[SUM]]
 // CHECK-NOT: mla.kv_cache_update
-// CPU-LABEL: func.func @fuse
-// CPU-NEXT: mla.kv_cache_update
-// CPU-NEXT: arith.addf
-// CPU-NEXT: mla.decode_attention %
-// CPU-NOT: mla.decode_attention_with_update
 func.func @fuse(%q: tensor<4x16x576xbf16>, %kv_c: tensor<4x512xbf16>, %k_pe: tensor<4x64xbf16>,
                 %slots: tensor<4xi64>, %cache: !mla.kv_cache<?x64xbf16>, %bt: tensor<4x8xi32>, %sl: tensor<4xi32>,
                 %x: tensor<4x64xbf16>, %y: tensor<4x64xbf16>) -> (tensor<4x16x512xbf16>, tensor<4x64xbf16>) {

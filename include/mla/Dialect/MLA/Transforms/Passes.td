@@ -418,7 +418,7 @@ def MLAFuseKVUpdateIntoAttention : Pass<"mla-fuse-kv-update-into-attention"> {
     %o = mla.decode_attention %q, %cache[%bt, %sl] softmax_scale = 0.1
         : tensor<4x16x576xbf16>, !mla.kv_cache<?x64xbf16>, tensor<4x8xi32>, tensor<4xi32>
           -> tensor<4x16x512xbf16>
-    // becomes, with target=cuda-sm90
+    // becomes
     %o = mla.decode_attention_with_update %q, %cache[%bt, %sl]
         update(%kv_c, %k_pe, %slots : tensor<4x512xbf16>, tensor<4x64xbf16>, tensor<4xi64>)
         softmax_scale = 0.1
@@ -426,12 +426,13 @@ def MLAFuseKVUpdateIntoAttention : Pass<"mla-fuse-kv-update-into-attention"> {
           -> tensor<4x16x512xbf16>
     ```
 
-    `target` is the target's declaration of what its attention kernel can
-    do: `cuda-sm90` writes the cache inside attention, so the pass fuses;
-    `cpu` (the default) does not, and the pass changes nothing. Any other
-    name is an error ("mla-fuse-kv-update-into-attention: unknown target
-    '...' (expected 'cpu' or 'cuda-sm90')") and the pass fails. A new
-    target adds one line to `attentionWritesCache` in the source.
+    `target` names the runtime target; the pass fuses only for a target
+    whose runtime has the `decode_attention_with_update` kernel. Both
+    `cpu` (the default) and `cuda-sm90` have it. Any other name is an error
+    ("mla-fuse-kv-update-into-attention: unknown target '...' (expected
+    'cpu' or 'cuda-sm90')") and the pass fails. A new target adds one line
+    to `attentionWritesCache` in the source, false until its runtime has
+    the kernel.
 
     For each update, the pass takes the first `mla.decode_attention` later in
     the same block that reads the same cache SSA value, and fuses the two
@@ -470,7 +471,7 @@ def MLAFuseKVUpdateIntoAttention : Pass<"mla-fuse-kv-update-into-attention"> {
   let options = [
     Option<"target", "target", "std::string", /*default=*/"\"cpu\"",
            "Target whose decode attention kernel may write the cache: "
-           "'cuda-sm90' (fuses) or 'cpu' (does not)">
+           "'cpu' or 'cuda-sm90'">
   ];
   let dependentDialects = ["::mlir::mla::MLADialect"];
   let statistics = [
