@@ -7,13 +7,15 @@
 //
 //===----------------------------------------------------------------------===//
 #include "mlart/Artifact.h"
+#include "mlart/FileRead.h"
 
 #include "ArtifactFormat.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <fstream>
 #include <iterator>
+#include <map>
 #include <unordered_set>
 
 namespace mlart {
@@ -199,6 +201,7 @@ public:
     MLART_RETURN_IF_ERROR(parseKernels());
     MLART_RETURN_IF_ERROR(parseInstructions());
     MLART_RETURN_IF_ERROR(parsePrepareInstructions());
+    MLART_RETURN_IF_ERROR(checkReadsAreDefined());
     return std::move(a_);
   }
 
@@ -680,6 +683,113 @@ private:
     return Status::success();
   }
 
+  /// Byte ranges of one base (the arena, the prepared arena, or an output
+  /// buffer) that an earlier instruction wrote, as disjoint intervals.
+  class DefinedBytes {
+  public:
+    void define(int64_t begin, int64_t end) {
+      if (begin >= end)
+        return;
+      // Merge with every interval that touches [begin, end).
+      auto it = intervals_.upper_bound(begin);
+      if (it != intervals_.begin() && std::prev(it)->second >= begin)
+        --it;
+      while (it != intervals_.end() && it->first <= end) {
+        begin = std::min(begin, it->first);
+        end = std::max(end, it->second);
+        it = intervals_.erase(it);
+      }
+      intervals_.emplace(begin, end);
+    }
+    /// The first byte of [begin, end) nobody defined, or -1.
+    int64_t firstUndefined(int64_t begin, int64_t end) const {
+      if (begin >= end)
+        return -1;
+      auto it = intervals_.upper_bound(begin);
+      if (it == intervals_.begin())
+        return begin;
+      --it;
+      return it->second >= end ? -1 : std::max(begin, it->second);
+    }
+
+  private:
+    std::map<int64_t, int64_t> intervals_; ///< begin -> end
+  };
+
+  /// Rejects an instruction that reads bytes which no earlier instruction
+  /// (or the prepare program) wrote and which the caller does not bind:
+  /// scratch arena bytes and output buffers start undefined; inputs,
+  /// weights and step metadata are the caller's. A strided write defines
+  /// its whole byte extent, so the check never refuses what the compiler
+  /// emits (a column window of rows the other windows fill), at the price
+  /// of missing a read of a gap between a strided write's rows.
+  Status checkReadsAreDefined() {
+    DefinedBytes arena, prepared;
+    std::vector<DefinedBytes> outputs(a_.buffers_.size());
+    auto bytesOf = [&](const ViewDecl &v) -> DefinedBytes * {
+      switch (v.base) {
+      case ViewBase::Arena:
+        return &arena;
+      case ViewBase::Prepared:
+        return &prepared;
+      case ViewBase::Buffer:
+        return a_.buffers_[v.baseIndex].role == BufferRole::Output
+                   ? &outputs[v.baseIndex]
+                   : nullptr; // bound by the caller
+      }
+      return nullptr;
+    };
+    auto run = [&](const std::vector<Instruction> &program,
+                   const char *kind) -> Status {
+      for (size_t i = 0; i < program.size(); ++i) {
+        const Instruction &inst = program[i];
+        const OpcodeInfo *info = opcodeInfo(inst.opcode);
+        for (int k = 0; k < info->numOperands; ++k) {
+          const uint32_t v = inst.operands[size_t(k)];
+          if (v == kNoIndex || !info->operands[k].read)
+            continue;
+          // With q_pe_in, rope_cache_update rotates it into q_pe: q_pe is
+          // then only written.
+          namespace rcu = operand::RopeCacheUpdate;
+          if (inst.opcode == Opcode::RopeCacheUpdate && k == rcu::q_pe &&
+              inst.operands[rcu::q_pe_in] != kNoIndex)
+            continue;
+          const ViewDecl &view = a_.views_[v];
+          DefinedBytes *bytes = bytesOf(view);
+          const auto [begin, end] = view.byteExtent();
+          const int64_t hole = bytes ? bytes->firstUndefined(begin, end) : -1;
+          if (hole < 0)
+            continue;
+          std::string where = std::string(kind) + " #" + std::to_string(i) +
+                              " " + opcodeName(inst.opcode);
+          if (!inst.location.empty())
+            where += " (" + inst.location + ")";
+          const std::string base =
+              view.base == ViewBase::Arena ? std::string("the arena")
+              : view.base == ViewBase::Prepared
+                  ? std::string("the prepared arena")
+                  : "output buffer '" + a_.buffers_[view.baseIndex].name + "'";
+          return invalid(where + ": operand '" + info->operands[k].name +
+                         "' reads byte " + std::to_string(hole) + " of " +
+                         base + ", which no earlier instruction writes");
+        }
+        for (int k = 0; k < info->numOperands; ++k) {
+          const uint32_t v = inst.operands[size_t(k)];
+          if (v == kNoIndex || !info->operands[k].written)
+            continue;
+          const ViewDecl &view = a_.views_[v];
+          if (DefinedBytes *bytes = bytesOf(view)) {
+            const auto [begin, end] = view.byteExtent();
+            bytes->define(begin, end);
+          }
+        }
+      }
+      return Status::success();
+    };
+    MLART_RETURN_IF_ERROR(run(a_.prepareInstructions_, "prepare instruction"));
+    return run(a_.instructions_, "instruction");
+  }
+
   /// Decodes one instruction record; `what` gains its location.
   Status decodeInstruction(const uint8_t *record, std::string &what,
                            Instruction &inst) {
@@ -897,15 +1007,13 @@ StatusOr<Artifact> Artifact::load(const void *data, size_t size) {
   return parser.parse();
 }
 
-StatusOr<Artifact> Artifact::loadFile(const std::string &path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    return unavailable("artifact: cannot open '" + path + "'");
-  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)),
-                             std::istreambuf_iterator<char>());
-  if (in.bad())
-    return dataLoss("artifact: error reading '" + path + "'");
-  StatusOr<Artifact> a = load(bytes.data(), bytes.size());
+StatusOr<Artifact> Artifact::loadFile(const std::string &path,
+                                      uint64_t maxBytes) {
+  StatusOr<std::vector<uint8_t>> bytes = readRegularFile(path, maxBytes);
+  if (!bytes.ok())
+    return Status(bytes.status().code(),
+                  "artifact: " + bytes.status().message());
+  StatusOr<Artifact> a = load(bytes->data(), bytes->size());
   if (!a.ok())
     return Status(a.status().code(),
                   a.status().message() + " ('" + path + "')");

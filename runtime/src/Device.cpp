@@ -19,8 +19,10 @@ Buffer &Buffer::operator=(Buffer &&other) noexcept {
 }
 
 void Buffer::reset() noexcept {
-  if (data_ && device_)
+  if (data_ && device_) {
     device_->freeRaw(data_, size_);
+    device_->bytesAllocated_ -= size_;
+  }
   device_ = nullptr;
   data_ = nullptr;
   size_ = 0;
@@ -65,9 +67,27 @@ void Event::reset() noexcept {
 StatusOr<Buffer> Device::allocate(size_t bytes) {
   if (bytes == 0)
     return Buffer();
-  MLART_ASSIGN_OR_RETURN(void *data, allocateRaw(bytes));
-  return Buffer(this, data, bytes);
+  // Reserve first, so that concurrent allocations cannot pass the limit
+  // together.
+  const uint64_t limit = memoryLimit();
+  const uint64_t before = bytesAllocated_.fetch_add(bytes);
+  if (bytes > limit || before > limit - bytes) {
+    bytesAllocated_ -= bytes;
+    return resourceExhausted(
+        std::string(kindName()) + ": allocating " + std::to_string(bytes) +
+        " bytes would exceed the device's memory limit of " +
+        std::to_string(limit) + " bytes (" + std::to_string(before) +
+        " in use; Device::setMemoryLimit)");
+  }
+  StatusOr<void *> data = allocateRaw(bytes);
+  if (!data.ok()) {
+    bytesAllocated_ -= bytes;
+    return data.status();
+  }
+  return Buffer(this, *data, bytes);
 }
+
+void Device::setMemoryLimit(uint64_t bytes) { memoryLimit_ = bytes; }
 
 StatusOr<int> Device::linearAlgorithmCount(const LinearArgs &) { return 1; }
 

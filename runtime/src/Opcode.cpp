@@ -8,8 +8,12 @@ namespace {
 
 // One operand array per opcode: k<Enum>Operands.
 #define MLART_OPERAND(name, member, ranks, dtypes, use)                        \
-  OperandSpec{#name, uint8_t(ranks), uint8_t(dtypes),                          \
-              isOptional(OperandUse::use), isWritten(OperandUse::use)},
+  OperandSpec{#name,                                                           \
+              uint8_t(ranks),                                                  \
+              uint8_t(dtypes),                                                 \
+              isOptional(OperandUse::use),                                     \
+              isWritten(OperandUse::use),                                      \
+              isRead(OperandUse::use)},
 #define MLART_CACHE(use)
 #define MLART_FLOAT_ATTR(name, member, check)
 #define MLART_INT_ATTR(name, member, check)

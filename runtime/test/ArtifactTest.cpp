@@ -225,6 +225,63 @@ TEST(Artifact, FusedDecodeAttentionWithUpdateRoundTripsAndIsChecked) {
   expectInvalid(build(DType::I64, false), "needs a cache");
 }
 
+// Scratch arena bytes and output buffers start undefined: an instruction
+// may read them only after an earlier one wrote them (or, for the prepared
+// arena, the prepare program).
+TEST(Artifact, RejectsReadsOfBytesNothingWrote) {
+  // Views of the small program: 0 x[2,12], 1 tmp (arena 0..48), 2 w[12],
+  // 3 kv_c, 4 k_pe, 5 slots, 6 out. It writes tmp, then reads it.
+  {
+    ArtifactWriter w = smallProgram();
+    // Past what rms_norm wrote: a new allocation.
+    const int64_t off = w.allocateArena(48);
+    w.add(0, w.arenaView(off, DType::BF16, {2, 12}), 6, "late");
+    expectInvalid(w, "instruction #3 add (late): operand 'b' reads byte " +
+                         std::to_string(off) +
+                         " of the arena, which no earlier instruction writes");
+  }
+  {
+    // Partly defined: the view starts inside tmp and runs past it.
+    ArtifactWriter w = smallProgram();
+    w.allocateArena(48);
+    w.add(0, w.arenaView(24, DType::BF16, {2, 12}), 6);
+    expectInvalid(w, "reads byte 48 of the arena");
+  }
+  {
+    // An output buffer before anything wrote it (the executor poisons
+    // outputs; their old contents are not the program's).
+    ArtifactWriter w("out-first");
+    const uint32_t x = w.addBuffer("x", BufferRole::Input, DType::F32, {1, 4});
+    const uint32_t o = w.addBuffer("o", BufferRole::Output, DType::F32, {1, 4});
+    w.add(w.bufferView(x), w.bufferView(o), w.bufferView(o));
+    expectInvalid(w, "operand 'b' reads byte 0 of output buffer 'o'");
+  }
+  {
+    // rope rotates in place: its InOut operand is read first.
+    ArtifactWriter w("rope-first");
+    const uint32_t pos =
+        w.addBuffer("pos", BufferRole::StepMetadata, DType::I64, {2});
+    const uint32_t cs =
+        w.addBuffer("cs", BufferRole::Weight, DType::F32, {4, 4});
+    const int64_t off = w.allocateArena(2 * 8 * 2);
+    w.rope(w.arenaView(off, DType::BF16, {2, 8}), w.bufferView(pos),
+           w.bufferView(cs), RopeStyle::NeoX);
+    expectInvalid(w, "operand 'x' reads byte 0 of the arena");
+  }
+  {
+    // Writes define exactly their extent: reading what two writes cover
+    // together loads.
+    ArtifactWriter w("pieces");
+    const uint32_t x = w.addBuffer("x", BufferRole::Input, DType::F32, {2, 4});
+    const uint32_t o = w.addBuffer("o", BufferRole::Output, DType::F32, {2, 8});
+    const int64_t off = w.allocateArena(2 * 8 * 4);
+    w.copy(w.bufferView(x), w.arenaView(off, DType::F32, {2, 4}, {8, 1}));
+    w.copy(w.bufferView(x), w.arenaView(off + 16, DType::F32, {2, 4}, {8, 1}));
+    w.copy(w.arenaView(off, DType::F32, {2, 8}), w.bufferView(o));
+    EXPECT_TRUE(w.finish().ok()) << w.finish().status().toString();
+  }
+}
+
 TEST(Artifact, LoadsFromFile) {
   std::vector<uint8_t> b = smallBytes();
   const std::string path = ::testing::TempDir() + "mlart_artifact_test.mlaa";
@@ -814,7 +871,8 @@ TEST(Artifact, RopeCacheUpdateQPeSource) {
                     uint32_t &qOut) {
     qIn = w.bufferView(0, 0, DType::BF16, {2, 2, 4}, {12, 6, 1});
     qOut = w.arenaView(0, DType::BF16, {2, 2, 4});
-    const uint32_t cs = w.arenaView(64, DType::F32, {4, 4});
+    const uint32_t cs = w.bufferView(
+        w.addBuffer("cos_sin", BufferRole::Weight, DType::F32, {4, 4}));
     w.ropeCacheUpdate(0, 3, 4, 5, 5, cs, RopeStyle::NeoX, qOut, kNoIndex,
                       "rope", withSource ? qIn : kNoIndex);
   };
@@ -838,7 +896,8 @@ TEST(Artifact, RopeCacheUpdateQPeSource) {
     ArtifactWriter w = smallProgram();
     w.allocateArena(128);
     const uint32_t qIn = w.bufferView(0, 0, DType::BF16, {2, 2, 4}, {12, 6, 1});
-    const uint32_t cs = w.arenaView(64, DType::F32, {4, 4});
+    const uint32_t cs = w.bufferView(
+        w.addBuffer("cos_sin", BufferRole::Weight, DType::F32, {4, 4}));
     w.ropeCacheUpdate(0, 3, 4, 5, 5, cs, RopeStyle::NeoX, kNoIndex, kNoIndex,
                       "", qIn);
     expectInvalid(w, "operand 'q_pe_in' needs 'q_pe'");
@@ -848,7 +907,8 @@ TEST(Artifact, RopeCacheUpdateQPeSource) {
     w.allocateArena(128);
     const uint32_t qIn = w.bufferView(0, 0, DType::BF16, {2, 1, 4}, {12, 6, 1});
     const uint32_t qOut = w.arenaView(0, DType::BF16, {2, 2, 4});
-    const uint32_t cs = w.arenaView(64, DType::F32, {4, 4});
+    const uint32_t cs = w.bufferView(
+        w.addBuffer("cos_sin", BufferRole::Weight, DType::F32, {4, 4}));
     w.ropeCacheUpdate(0, 3, 4, 5, 5, cs, RopeStyle::NeoX, qOut, kNoIndex, "",
                       qIn);
     expectInvalid(w, "'q_pe_in' and 'q_pe' differ in shape or dtype");
@@ -858,7 +918,8 @@ TEST(Artifact, RopeCacheUpdateQPeSource) {
     w.allocateArena(128);
     const uint32_t qIn = w.arenaView(32, DType::F32, {2, 2, 4});
     const uint32_t qOut = w.arenaView(0, DType::BF16, {2, 2, 4});
-    const uint32_t cs = w.arenaView(64, DType::F32, {4, 4});
+    const uint32_t cs = w.bufferView(
+        w.addBuffer("cos_sin", BufferRole::Weight, DType::F32, {4, 4}));
     w.ropeCacheUpdate(0, 3, 4, 5, 5, cs, RopeStyle::NeoX, qOut, kNoIndex, "",
                       qIn);
     expectInvalid(w, "'q_pe_in' and 'q_pe' differ in shape or dtype");
@@ -868,7 +929,8 @@ TEST(Artifact, RopeCacheUpdateQPeSource) {
     w.allocateArena(128);
     const uint32_t qIn = w.bufferView(0, 0, DType::I64, {2, 2, 1}, {3, 1, 1});
     const uint32_t qOut = w.arenaView(0, DType::BF16, {2, 2, 4});
-    const uint32_t cs = w.arenaView(64, DType::F32, {4, 4});
+    const uint32_t cs = w.bufferView(
+        w.addBuffer("cos_sin", BufferRole::Weight, DType::F32, {4, 4}));
     w.ropeCacheUpdate(0, 3, 4, 5, 5, cs, RopeStyle::NeoX, qOut, kNoIndex, "",
                       qIn);
     expectInvalid(w, "operand 'q_pe_in' has dtype i64");
@@ -878,7 +940,8 @@ TEST(Artifact, RopeCacheUpdateQPeSource) {
     w.allocateArena(128);
     const uint32_t qIn = w.bufferView(0, 0, DType::BF16, {2, 2, 4}, {12, 6, 1});
     const uint32_t qOut = w.arenaView(0, DType::BF16, {2, 2, 4});
-    const uint32_t cs = w.arenaView(64, DType::F32, {4, 4});
+    const uint32_t cs = w.bufferView(
+        w.addBuffer("cos_sin", BufferRole::Weight, DType::F32, {4, 4}));
     Instruction inst;
     inst.opcode = Opcode::RopeCacheUpdate;
     inst.cache = 0;
@@ -898,7 +961,8 @@ TEST(Artifact, RopeCacheUpdateLatentNorm) {
   auto program = [](ArtifactWriter &w, int64_t weightSize, DType weightType,
                     float eps) {
     w.allocateArena(128);
-    const uint32_t cs = w.arenaView(64, DType::F32, {4, 4});
+    const uint32_t cs = w.bufferView(
+        w.addBuffer("cos_sin", BufferRole::Weight, DType::F32, {4, 4}));
     const uint32_t weight =
         weightSize < 0 ? kNoIndex
                        : w.bufferView(0, 0, weightType, {weightSize}, {1});
@@ -942,10 +1006,10 @@ TEST(Artifact, RopeCacheUpdateLatentNorm) {
 
 TEST(Artifact, LinearAddendSlot) {
   // Views of the small program: 0 x[2,12] bf16, 1 tmp[2,12] bf16 (arena),
-  // 2 w[12], 6 out[2,12] bf16. A [12, 12] weight view over the arena.
+  // 2 w[12], 6 out[2,12] bf16; a [12, 12] weight of its own.
   auto withLinear = [](uint32_t addend, ArtifactWriter &w) {
-    const int64_t off = w.allocateArena(12 * 12 * 2);
-    const uint32_t wt = w.arenaView(off, DType::BF16, {12, 12});
+    const uint32_t wt = w.bufferView(
+        w.addBuffer("proj", BufferRole::Weight, DType::BF16, {12, 12}));
     if (addend == kNoIndex)
       w.linear(0, wt, 1, "proj");
     else
@@ -997,8 +1061,8 @@ TEST(Artifact, LinearAddendSlot) {
   {
     // Past the addend, slots stay empty.
     ArtifactWriter w = smallProgram();
-    const int64_t off = w.allocateArena(12 * 12 * 2);
-    const uint32_t wt = w.arenaView(off, DType::BF16, {12, 12});
+    const uint32_t wt = w.bufferView(
+        w.addBuffer("proj", BufferRole::Weight, DType::BF16, {12, 12}));
     Instruction inst;
     inst.opcode = Opcode::Linear;
     inst.operands = {0, wt, 1, 6, 6, kNoIndex, kNoIndex, kNoIndex, kNoIndex,

@@ -182,3 +182,34 @@ TEST(CpuDevice, CopyViewRejectsMismatchesAndGraphsAreUnimplemented) {
             StatusCode::Unimplemented);
   EXPECT_TRUE(dev->checkErrors(nullptr).ok());
 }
+
+// A size read from an artifact is refused by the memory limit before any
+// byte is allocated or touched, and freed Buffers give their bytes back.
+TEST(CpuDevice, MemoryLimitRefusesBeforeAllocating) {
+  auto dev = createCpuDevice();
+  EXPECT_GT(dev->memoryLimit(), uint64_t(1) << 20); // the host's memory
+  dev->setMemoryLimit(4096);
+  EXPECT_EQ(dev->memoryLimit(), 4096u);
+  StatusOr<Buffer> a = dev->allocate(3000);
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(dev->bytesAllocated(), 3000u);
+  StatusOr<Buffer> b = dev->allocate(2000);
+  EXPECT_EQ(b.status().code(), StatusCode::ResourceExhausted);
+  EXPECT_NE(b.status().message().find("memory limit of 4096"),
+            std::string::npos);
+  EXPECT_EQ(dev->bytesAllocated(), 3000u); // the refusal reserved nothing
+  a->reset();
+  EXPECT_EQ(dev->bytesAllocated(), 0u);
+  EXPECT_TRUE(dev->allocate(4096).ok());
+  EXPECT_EQ(dev->allocate(SIZE_MAX).status().code(),
+            StatusCode::ResourceExhausted);
+  dev->setMemoryLimit(0); // back to the default
+  EXPECT_GT(dev->memoryLimit(), 4096u);
+
+  // A cache an artifact declares with 2^40 blocks: refused at once.
+  KVCacheDesc d;
+  d.numBlocks = int64_t(1) << 40;
+  d.blockSize = 64;
+  EXPECT_EQ(KVCache::create(*dev, d).status().code(),
+            StatusCode::ResourceExhausted);
+}

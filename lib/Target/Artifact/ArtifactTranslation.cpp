@@ -108,6 +108,34 @@ bool rowWindowsDisjoint(const mlart::ViewDecl &a, const mlart::ViewDecl &b) {
   return mlart::rowWindowsDisjoint(ref(a), ref(b));
 }
 
+/// The largest tensor the lowering accepts, in bytes: far above any step's,
+/// and small enough that every offset and extent computed from it (sizes
+/// times strides times the element size) fits in int64.
+constexpr int64_t kMaxTensorBytes = int64_t(1) << 46;
+
+/// Checks what the format can represent before anything indexes a view's
+/// kMaxRank dimensions or multiplies its sizes: the verifiers of the ops
+/// the lowering accepts bound neither the rank nor the size.
+LogicalResult checkRepresentable(Operation *op, RankedTensorType type,
+                                 const Twine &what) {
+  if (!type.hasStaticShape())
+    return op->emitError() << what << " must be statically shaped, got "
+                           << type;
+  if (type.getRank() > mlart::kMaxRank)
+    return op->emitError() << what << " has rank " << type.getRank()
+                           << "; the runtime's views have at most "
+                           << mlart::kMaxRank << " dimensions";
+  int64_t bytes = 8; // the widest element
+  for (int64_t dim : type.getShape())
+    if (dim != 0 && bytes > kMaxTensorBytes / dim)
+      return op->emitError() << what << " of type " << type
+                             << " is larger than the runtime accepts (2^46 "
+                                "bytes)";
+    else
+      bytes *= dim;
+  return success();
+}
+
 /// Ops that lower to a view of their source, never to an instruction.
 bool isViewOp(Operation *op) {
   return isa<tensor::ExtractSliceOp, tensor::ExpandShapeOp,
@@ -285,8 +313,11 @@ unsigned Translator::subview(unsigned base, ArrayRef<int64_t> offsets,
   int64_t elementBytes = int64_t(mlart::dtypeSize(view.decl.dtype));
   for (size_t d = 0; d < offsets.size(); ++d) {
     view.decl.byteOffset += offsets[d] * view.decl.strides[d] * elementBytes;
+    // A step only matters between elements: with one element it may be
+    // anything in bounds, so do not let it scale the stride (or overflow).
+    if (sizes[d] > 1)
+      view.decl.strides[d] *= steps[d];
     view.decl.sizes[d] = sizes[d];
-    view.decl.strides[d] *= steps[d];
   }
   return addView(view);
 }
@@ -390,6 +421,8 @@ LogicalResult Translator::declareArguments() {
                               << " must be a statically shaped tensor of rank "
                                  "<= 4 or a cache, got "
                               << arg.getType();
+    if (failed(checkRepresentable(func, type, "argument #" + Twine(i))))
+      return failure();
     FailureOr<mlart::DType> dtype = dtypeOf(func, type);
     if (failed(dtype))
       return failure();
@@ -421,9 +454,11 @@ LogicalResult Translator::declareResults() {
   auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
   for (auto [i, value] : llvm::enumerate(ret.getOperands())) {
     auto type = dyn_cast<RankedTensorType>(value.getType());
-    if (!type || !type.hasStaticShape() || type.getRank() > mlart::kMaxRank)
-      return ret.emitError() << "result #" << i
-                             << " must be a statically shaped tensor";
+    if (!type)
+      return ret.emitError()
+             << "result #" << i << " must be a tensor, got " << value.getType();
+    if (failed(checkRepresentable(ret, type, "result #" + Twine(i))))
+      return failure();
     FailureOr<mlart::DType> dtype = dtypeOf(ret, type);
     if (failed(dtype))
       return failure();
@@ -597,6 +632,19 @@ LogicalResult Translator::translateView(Operation *op) {
         if (!slice.getOffsets().empty() || !slice.getSizes().empty() ||
             !slice.getStrides().empty())
           return slice.emitError() << "only static slices are supported";
+        if (slice.getSourceType().getRank() > mlart::kMaxRank)
+          return slice.emitError()
+                 << "source has rank " << slice.getSourceType().getRank()
+                 << "; the runtime's views have at most " << mlart::kMaxRank
+                 << " dimensions";
+        // Dynamic (kDynamic, negative) entries are refused here too; the
+        // verifier keeps static ones in bounds.
+        if (llvm::any_of(slice.getStaticOffsets(),
+                         [](int64_t v) { return v < 0; }) ||
+            llvm::any_of(slice.getStaticStrides(),
+                         [](int64_t v) { return v < 1; }))
+          return slice.emitError() << "only static, non-negative offsets "
+                                      "and positive strides lower to a view";
         FailureOr<unsigned> base = viewOf(op, slice.getSource());
         if (failed(base))
           return failure();
@@ -628,8 +676,15 @@ LogicalResult Translator::translateView(Operation *op) {
         const mlart::ViewDecl src = view.decl;
         ArrayRef<int64_t> shape = expand.getResultType().getShape();
         view.decl.rank = int(shape.size());
-        for (auto [srcDim, group] :
-             llvm::enumerate(expand.getReassociationIndices())) {
+        auto groups = expand.getReassociationIndices();
+        if (int(groups.size()) != src.rank)
+          return expand.emitError() << "reassociation does not match the "
+                                       "source's rank";
+        for (auto [srcDim, group] : llvm::enumerate(groups)) {
+          if (llvm::any_of(group, [&](int64_t d) {
+                return d < 0 || d >= view.decl.rank;
+              }))
+            return expand.emitError() << "reassociation index out of range";
           int64_t stride = src.strides[srcDim];
           for (int64_t d : llvm::reverse(group)) {
             view.decl.sizes[d] = shape[d];
@@ -649,6 +704,10 @@ LogicalResult Translator::translateView(Operation *op) {
         auto groups = collapse.getReassociationIndices();
         view.decl.rank = int(groups.size());
         for (auto [outDim, group] : llvm::enumerate(groups)) {
+          if (group.empty() || llvm::any_of(group, [&](int64_t d) {
+                return d < 0 || d >= src.rank;
+              }))
+            return collapse.emitError() << "reassociation index out of range";
           int64_t size = 1;
           for (size_t k = 0; k < group.size(); ++k) {
             int64_t d = group[k];
@@ -1089,9 +1148,14 @@ FailureOr<std::vector<uint8_t>> Translator::run() {
   if (failed(declareArguments()) || failed(declareResults()) ||
       failed(planQueryAssembly()))
     return failure();
-  for (Operation &op : func.getBody().front())
+  for (Operation &op : func.getBody().front()) {
+    for (auto [i, result] : llvm::enumerate(op.getResults()))
+      if (auto type = dyn_cast<RankedTensorType>(result.getType()))
+        if (failed(checkRepresentable(&op, type, "result #" + Twine(i))))
+          return failure();
     if (failed(translate(&op)))
       return failure();
+  }
 
   // Liveness of each arena allocation over instruction indices.
   std::vector<ArenaInterval> intervals(allocBytes.size());

@@ -146,8 +146,12 @@ public:
   /// unsupported version or an inconsistent program is InvalidArgument.
   /// Never reads outside [data, data + size).
   static StatusOr<Artifact> load(const void *data, size_t size);
-  /// Reads a whole file and loads it; I/O errors are Unavailable/DataLoss.
-  static StatusOr<Artifact> loadFile(const std::string &path);
+  /// Artifacts hold a program, not weights: far below this.
+  static constexpr uint64_t kDefaultMaxFileBytes = uint64_t(1) << 30;
+  /// Reads a whole regular file of at most `maxBytes` and loads it
+  /// (readRegularFile's errors: a directory, FIFO or device is refused).
+  static StatusOr<Artifact> loadFile(const std::string &path,
+                                     uint64_t maxBytes = kDefaultMaxFileBytes);
 
   const std::string &functionName() const { return functionName_; }
   int64_t arenaBytes() const { return arenaBytes_; }

@@ -15,6 +15,7 @@
 #include "mlart/Status.h"
 #include "mlart/StatusOr.h"
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -133,6 +134,19 @@ public:
   /// element type and vector load is aligned). Zero bytes gives an empty
   /// Buffer.
   StatusOr<Buffer> allocate(size_t bytes);
+  /// Live Buffers of this device hold at most memoryLimit() bytes together:
+  /// an allocate() past it is ResourceExhausted before any memory is
+  /// touched, so a size read from an artifact or a command line is refused
+  /// instead of exhausting the machine. The default is what the device has
+  /// (the host's physical memory on the CPU; on CUDA the driver refuses
+  /// what does not fit); 0 restores it.
+  void setMemoryLimit(uint64_t bytes);
+  uint64_t memoryLimit() const {
+    const uint64_t limit = memoryLimit_.load();
+    return limit ? limit : defaultMemoryLimit();
+  }
+  /// Bytes held by live Buffers now.
+  uint64_t bytesAllocated() const { return bytesAllocated_.load(); }
   /// Creates an execution stream.
   StatusOr<Stream> createStream();
 
@@ -225,6 +239,8 @@ public:
                                          StreamHandle stream);
 
 protected:
+  /// What setMemoryLimit(0) restores.
+  virtual uint64_t defaultMemoryLimit() const { return UINT64_MAX; }
   /// Device-specific allocation; `bytes` > 0.
   virtual StatusOr<void *> allocateRaw(size_t bytes) = 0;
   /// Frees memory returned by allocateRaw; must not fail.
@@ -243,6 +259,10 @@ private:
   friend class Event;
   Status checkRange(const Buffer &buffer, size_t offset, size_t bytes,
                     const char *what) const;
+
+  /// 0: defaultMemoryLimit() (virtual, so the constructor cannot store it).
+  std::atomic<uint64_t> memoryLimit_{0};
+  std::atomic<uint64_t> bytesAllocated_{0};
 };
 
 /// The CPU reference device: host memory, synchronous execution, the CPU
@@ -267,6 +287,8 @@ public:
   const KernelLibrary &kernels() const override { return cpuKernelLibrary(); }
 
 protected:
+  /// The host's physical memory.
+  uint64_t defaultMemoryLimit() const override;
   StatusOr<void *> allocateRaw(size_t bytes) override;
   void freeRaw(void *data, size_t bytes) noexcept override;
   StatusOr<StreamHandle> createStreamRaw() override;

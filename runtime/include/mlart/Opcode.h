@@ -72,6 +72,9 @@ constexpr bool isOptional(OperandUse u) {
 constexpr bool isWritten(OperandUse u) {
   return u != OperandUse::In && u != OperandUse::OptIn;
 }
+constexpr bool isRead(OperandUse u) {
+  return u != OperandUse::Out && u != OperandUse::OptOut;
+}
 
 /// Operand table entry of one opcode (shared by the loader, the writer and
 /// the docs): which slots exist, which ranks and dtypes they accept.
@@ -84,6 +87,9 @@ struct OperandSpec {
   bool optional;
   /// The kernel writes this operand.
   bool written;
+  /// The kernel reads this operand (In and InOut; the loader checks that
+  /// something defined its bytes first).
+  bool read;
 };
 
 /// How an instruction uses its cache.

@@ -5,6 +5,8 @@
 #include <cstring>
 #include <string>
 
+#include <unistd.h>
+
 namespace mlart {
 
 namespace {
@@ -18,6 +20,14 @@ Status checkPointers(const void *dst, const void *src, size_t bytes,
   return Status::success();
 }
 } // namespace
+
+uint64_t CpuDevice::defaultMemoryLimit() const {
+  const long pages = sysconf(_SC_PHYS_PAGES);
+  const long pageSize = sysconf(_SC_PAGE_SIZE);
+  if (pages <= 0 || pageSize <= 0)
+    return UINT64_MAX;
+  return uint64_t(pages) * uint64_t(pageSize);
+}
 
 StatusOr<void *> CpuDevice::allocateRaw(size_t bytes) {
   size_t rounded = (bytes + kCpuAlignment - 1) / kCpuAlignment * kCpuAlignment;

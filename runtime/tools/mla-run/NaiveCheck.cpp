@@ -41,6 +41,12 @@ checkAgainstNaive(const NaiveStep &step,
     return invalidArgument("the naive reference compares hidden_states_out "
                            "with hidden_states");
   const size_t size = out->second.size();
+  if (input->second.numElements() != int64_t(size))
+    return invalidArgument("the naive reference compares hidden_states_out "
+                           "with hidden_states, which must have its size (" +
+                           std::to_string(input->second.numElements()) +
+                           " elements, the output " + std::to_string(size) +
+                           ")");
   std::vector<double> x0(size);
   for (size_t i = 0; i < size; ++i)
     x0[i] = input->second.at(int64_t(i));

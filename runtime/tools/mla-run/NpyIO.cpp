@@ -1,10 +1,10 @@
 //===- NpyIO.cpp - Minimal NumPy .npy reader and writer for mla-run -------===//
 #include "NpyIO.h"
 
+#include "mlart/FileRead.h"
+
 #include <cstdio>
 #include <cstring>
-#include <fstream>
-#include <iterator>
 
 using namespace mlart;
 
@@ -165,14 +165,9 @@ StatusOr<NpyArray> parseNpy(const uint8_t *bytes, size_t size) {
   return array;
 }
 
-StatusOr<NpyArray> readNpy(const std::string &path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    return unavailable("cannot open '" + path + "'");
-  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)),
-                             std::istreambuf_iterator<char>());
-  if (in.bad())
-    return dataLoss("error reading '" + path + "'");
+StatusOr<NpyArray> readNpy(const std::string &path, uint64_t maxBytes) {
+  MLART_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes,
+                         readRegularFile(path, maxBytes));
   StatusOr<NpyArray> array = parseNpy(bytes.data(), bytes.size());
   if (!array.ok())
     return Status(array.status().code(),

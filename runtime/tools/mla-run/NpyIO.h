@@ -28,8 +28,12 @@ struct NpyArray {
 
 /// Parses the bytes of a .npy file.
 mlart::StatusOr<NpyArray> parseNpy(const uint8_t *bytes, size_t size);
-/// Reads and parses `path`.
-mlart::StatusOr<NpyArray> readNpy(const std::string &path);
+/// The most a .npy header may add to its data (format 1.0 headers are at
+/// most 64 KiB).
+constexpr uint64_t kMaxNpyHeaderBytes = uint64_t(1) << 16;
+/// Reads and parses `path`, a regular file of at most `maxBytes` bytes
+/// (mla-run passes the bound buffer's size plus kMaxNpyHeaderBytes).
+mlart::StatusOr<NpyArray> readNpy(const std::string &path, uint64_t maxBytes);
 
 /// Checks that `array` holds exactly `dtype` elements of shape `sizes`
 /// (bf16 accepts '<u2' / '<V2' / '|V2'); the message names both sides.

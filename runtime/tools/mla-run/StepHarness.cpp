@@ -23,7 +23,8 @@ Status Harness::loadBoundInputs() {
                              bufferRoleName(decl.role) +
                              " (mla-run computes it); only inputs and "
                              "weights can be bound");
-    StatusOr<mlarun::NpyArray> array = mlarun::readNpy(path);
+    StatusOr<mlarun::NpyArray> array =
+        mlarun::readNpy(path, uint64_t(decl.sizeBytes()) + kMaxNpyHeaderBytes);
     if (!array.ok())
       return Status(array.status().code(),
                     "--input " + name + ": " + array.status().message());
@@ -37,8 +38,54 @@ Status Harness::loadBoundInputs() {
   return Status::success();
 }
 
+/// The declared buffers, and their host mirrors, must fit the device's
+/// memory limit before anything is allocated for them: an artifact's sizes
+/// are input.
+static Status checkDeclaredBytes(const Artifact &artifact,
+                                 const Device &device) {
+  uint64_t declared = 0;
+  for (const BufferDecl &decl : artifact.buffers())
+    declared += uint64_t(decl.sizeBytes()); // the loader bounds each < 2^62
+  // On a host-accessible device the mirrors share its memory.
+  const uint64_t needed = device.isHostAccessible() ? 2 * declared : declared;
+  const uint64_t limit = device.memoryLimit();
+  const uint64_t free =
+      limit > device.bytesAllocated() ? limit - device.bytesAllocated() : 0;
+  if (needed > free)
+    return resourceExhausted(
+        "the artifact's buffers need " + std::to_string(needed) +
+        " bytes with their host copies; the " + device.kindName() +
+        " device's memory limit leaves " + std::to_string(free) +
+        " (--memory-limit)");
+  return Status::success();
+}
+
+/// One step-data buffer the harness writes: its dtype, rank and, where the
+/// harness knows it, its length must be what it writes, or it would write
+/// past the allocation.
+static Status checkStepBuffer(const BufferDecl &decl, DType dtype, int rank,
+                              int64_t length) {
+  const bool ok = decl.dtype == dtype && decl.rank == rank &&
+                  (length < 0 || decl.sizes[0] == length) &&
+                  decl.sizes[0] >= 1 && (rank < 2 || decl.sizes[1] >= 1);
+  if (ok)
+    return Status::success();
+  std::string expected =
+      std::string(dtypeName(dtype)) + " of rank " + std::to_string(rank);
+  if (length >= 0)
+    expected += " and length " + std::to_string(length);
+  else
+    expected += ", not empty";
+  std::string declared = std::string(dtypeName(decl.dtype)) + " [";
+  for (int d = 0; d < decl.rank; ++d)
+    declared += (d ? ", " : "") + std::to_string(decl.sizes[d]);
+  return invalidArgument("step buffer '" + decl.name + "' is declared " +
+                         declared + "]; mla-run writes it as " + expected);
+}
+
 Status Harness::allocateTensors(const Artifact &artifact) {
   artifact_ = &artifact;
+  MLART_RETURN_IF_ERROR(checkDeclaredBytes(artifact, device_));
   // Weights go back to back into one pool, in declaration order, each at a
   // 256-byte aligned offset (GEMM kernels want aligned rows); adjacent
   // whole weights of a fused projection then need no prepared copy.
@@ -83,13 +130,43 @@ Status Harness::readShapes() {
       return invalidArgument(std::string("the artifact has no buffer named '") +
                              needed + "' (name step data with mla.name)");
   prefill_ = has("query_start_loc");
-  tokens_ = tensors_.at("slot_mapping").decl.sizes[0];
-  requests_ = tensors_.at("block_table").decl.sizes[0];
-  maxBlocks_ = tensors_.at("block_table").decl.sizes[1];
+  auto decl = [&](const char *name) -> const BufferDecl & {
+    return tensors_.at(name).decl;
+  };
+  MLART_RETURN_IF_ERROR(
+      checkStepBuffer(decl("slot_mapping"), DType::I64, 1, -1));
+  MLART_RETURN_IF_ERROR(
+      checkStepBuffer(decl("block_table"), DType::I32, 2, -1));
+  tokens_ = decl("slot_mapping").sizes[0];
+  requests_ = decl("block_table").sizes[0];
+  maxBlocks_ = decl("block_table").sizes[1];
+  MLART_RETURN_IF_ERROR(
+      checkStepBuffer(decl("positions"), DType::I64, 1, tokens_));
+  MLART_RETURN_IF_ERROR(
+      checkStepBuffer(decl("seq_lens"), DType::I32, 1, requests_));
+  if (prefill_) {
+    MLART_RETURN_IF_ERROR(
+        checkStepBuffer(decl("query_start_loc"), DType::I32, 1, requests_ + 1));
+    if (tokens_ < requests_)
+      return invalidArgument("a prefill step needs at least one new token a "
+                             "request (" +
+                             std::to_string(tokens_) + " tokens, " +
+                             std::to_string(requests_) + " requests)");
+  }
   if (!prefill_ && tokens_ != requests_)
     return invalidArgument("a decode step has one token a request");
   if (artifact_->caches().empty())
     return invalidArgument("the artifact declares no cache");
+  // Token counts the harness computes from these (positions, sequence
+  // lengths, cache blocks) must stay far from int32 and int64 overflow.
+  constexpr int64_t kMaxTableTokens = int64_t(1) << 30;
+  const int64_t blockSize = artifact_->caches()[0].desc.blockSize;
+  if (blockSize < 1 || maxBlocks_ > kMaxTableTokens / blockSize ||
+      requests_ > kMaxTableTokens / maxBlocks_)
+    return invalidArgument("the block table [" + std::to_string(requests_) +
+                           ", " + std::to_string(maxBlocks_) +
+                           "] with blocks of " + std::to_string(blockSize) +
+                           " tokens is larger than mla-run serves");
   return Status::success();
 }
 
@@ -158,11 +235,18 @@ Status Harness::setUp(const Artifact &artifact) {
   MLART_RETURN_IF_ERROR(loadBoundInputs());
   int64_t blockSize = artifact.caches()[0].desc.blockSize;
   int64_t perRequest = prefill_ ? (tokens_ + requests_ - 1) / requests_ : 1;
-  int64_t needed = options_.context + perRequest * options_.steps;
-  if (needed > maxBlocks_ * blockSize)
-    return invalidArgument("context + steps (" + std::to_string(needed) +
-                           " tokens) exceed the block table's capacity of " +
-                           std::to_string(maxBlocks_ * blockSize));
+  // Each term is bounded first, so the sum cannot overflow.
+  const int64_t capacity = maxBlocks_ * blockSize;
+  const int64_t needed = options_.context < 0 || options_.context > capacity ||
+                                 options_.steps < 0 || options_.steps > capacity
+                             ? capacity + 1
+                             : options_.context + perRequest * options_.steps;
+  if (needed > capacity)
+    return invalidArgument(
+        "--context " + std::to_string(options_.context) + " plus --steps " +
+        std::to_string(options_.steps) + " of " + std::to_string(perRequest) +
+        " tokens a request exceed the block table's capacity of " +
+        std::to_string(capacity) + " tokens");
 
   // Weights and other inputs: fixed for the whole run.
   for (auto &[name, t] : tensors_) {

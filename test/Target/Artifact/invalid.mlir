@@ -43,3 +43,39 @@ func.func @fp8_per_tensor(%c: tensor<2x512xbf16>, %p: tensor<2x64xbf16>, %s: ten
 module {
   func.func private @only_a_declaration(tensor<2xf32>)
 }
+
+// -----
+
+// Intermediate views are bounded like arguments: the runtime's views have
+// at most four dimensions (the verifier accepts any rank).
+func.func @rank_too_high(%x: tensor<2x128xf32>) -> tensor<2x128xf32> {
+  // expected-error @+1 {{result #0 has rank 8; the runtime's views have at most 4 dimensions}}
+  %h = tensor.expand_shape %x [[0, 1, 2, 3, 4, 5], [6, 7]] output_shape [1, 1, 1, 1, 1, 2, 2, 64] : tensor<2x128xf32> into tensor<1x1x1x1x1x2x2x64xf32>
+  %c = tensor.collapse_shape %h [[0, 1, 2, 3, 4, 5], [6, 7]] : tensor<1x1x1x1x1x2x2x64xf32> into tensor<2x128xf32>
+  return %c : tensor<2x128xf32>
+}
+
+// -----
+
+func.func @negative_step(%x: tensor<2x128xf32>) -> tensor<2x8xf32> {
+  // expected-error @+1 {{only static, non-negative offsets and positive strides lower to a view}}
+  %h = tensor.extract_slice %x[0, 0] [2, 8] [1, -3] : tensor<2x128xf32> to tensor<2x8xf32>
+  return %h : tensor<2x8xf32>
+}
+
+// -----
+
+// Sizes whose byte count overflows int64 are refused before any offset is
+// computed from them.
+// expected-error @+1 {{argument #0 of type 'tensor<1099511627776x1099511627776xf32>' is larger than the runtime accepts (2^46 bytes)}}
+func.func @too_large(%x: tensor<1099511627776x1099511627776xf32>) -> tensor<1099511627776x1099511627776xf32> {
+  return %x : tensor<1099511627776x1099511627776xf32>
+}
+
+// -----
+
+func.func @result_too_large(%x: tensor<2x128xf32>) -> tensor<2x128xf32> {
+  // expected-error @+1 {{result #0 of type 'tensor<2x128x1099511627776x1099511627776xf32>' is larger than the runtime accepts}}
+  %e = tensor.empty() : tensor<2x128x1099511627776x1099511627776xf32>
+  return %x : tensor<2x128xf32>
+}
