@@ -1,13 +1,7 @@
 //===- MlaBench.cpp - mla-bench: CUDA kernels against measured ceilings ---===//
 //
-// Usage: mla-bench [out.json] [--quick] [--decode-only] [--no-h128]
-//                  [--cache-only] [--decode-h=H] [--decode-b=B] [--decode-l=L]
-//                  [--no-ceilings] [--codegen-only]
-//                  [--step=ARTIFACT ...] [--step-context=L] [--step-only]
-//                  [--update-t=T] [--gemm-only] [--prefill-only]
-//                  [--decode-trace]
-//                  [--timeline=OUT.txt [--timeline-replays=N]
-//                   [--timeline-streams=N]] (with --step; needs CUPTI)
+// Usage: mla-bench [OUT.json | --output=OUT.json] [options]; the options
+// (BenchOptions.cpp, mla-bench --help) narrow the rows.
 // Times every kernel with CUDA events (warm-up, then the median of many
 // individually bracketed calls), and measures in the same run the two
 // ceilings: a large device-to-device copy (bytes read + written) and a cuBLAS
@@ -15,8 +9,7 @@
 // per cached token (bf16) + q + out; FLOPs 2*B*H*L*(576+512).
 //
 //===----------------------------------------------------------------------===//
-#include "mlart/Codegen.h"
-#include "mlart/CudaDevice.h"
+#include "BenchOptions.h"
 #include "DecodeTrace.h"
 #include "StepBench.h"
 #include "StepTimeline.h"
@@ -24,16 +17,22 @@
 #include "cuda/DecodeCommon.h"
 #include "cuda/Knobs.h"
 #include "cuda/SkinnyGemmPlan.h"
+#include "mlart/Codegen.h"
+#include "mlart/CudaDevice.h"
+
+#include "common/JsonWriter.h"
+#include "common/ToolMain.h"
 
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <numeric>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -167,25 +166,47 @@ void add(const std::string &k, const std::string &shape, double ms,
   std::fflush(stdout);
 }
 
-/// Writes every row, with the ceilings of this run, as JSON.
-void writeJson(const std::string &path, const std::string &device) {
-  if (FILE *f = std::fopen(path.c_str(), "w")) {
-    std::fprintf(f, "{\n  \"device\": \"%s\",\n  \"copy_gbs\": %.1f,\n  \"gemm_tflops\": %.1f,\n  \"rows\": [\n",
-                 device.c_str(), copyGBs, gemmTflops);
-    for (size_t i = 0; i < rows.size(); ++i) {
-      const Row &r = rows[i];
-      std::fprintf(f,
-                   "    {\"kernel\": \"%s\", \"shape\": \"%s\", \"us\": %.3f, "
-                   "\"gbs\": %.1f, \"tflops\": %.2f, \"pct_copy\": %.1f, "
-                   "\"pct_gemm\": %.1f, \"us_per_call\": %.3f}%s\n",
-                   r.kernel.c_str(), r.shape.c_str(), r.us, r.gbs, r.tflops,
-                   r.pctCopy, r.pctGemm, std::isnan(r.usCall) ? -1.0 : r.usCall,
-                   i + 1 < rows.size() ? "," : "");
-    }
-    std::fprintf(f, "  ]\n}\n");
-    std::fclose(f);
-    std::printf("wrote %s\n", path.c_str());
+/// Writes every row, with the ceilings of this run, as JSON (a row a line);
+/// false, with a message, when the file cannot be written.
+bool writeJson(const std::string &path, const std::string &device) {
+  using tool::NumberFormat;
+  const NumberFormat f1 = NumberFormat::fixed(1), f2 = NumberFormat::fixed(2),
+                     f3 = NumberFormat::fixed(3);
+  tool::JsonWriter json(/*lineDepth=*/2);
+  json.beginObject();
+  json.member("device", device);
+  json.memberNumber("copy_gbs", copyGBs, f1);
+  json.memberNumber("gemm_tflops", gemmTflops, f1);
+  json.key("rows");
+  json.beginArray();
+  for (const Row &r : rows) {
+    json.beginObject();
+    json.member("kernel", r.kernel);
+    json.member("shape", r.shape);
+    json.memberNumber("us", r.us, f3);
+    json.memberNumber("gbs", r.gbs, f1);
+    json.memberNumber("tflops", r.tflops, f2);
+    json.memberNumber("pct_copy", r.pctCopy, f1);
+    json.memberNumber("pct_gemm", r.pctGemm, f1);
+    // -1: no per-call time (the ceilings), as the results files have it.
+    json.memberNumber("us_per_call", std::isnan(r.usCall) ? -1.0 : r.usCall,
+                      f3);
+    json.endObject();
   }
+  json.endArray();
+  json.endObject();
+  bool written = false;
+  if (FILE *f = std::fopen(path.c_str(), "w")) {
+    written =
+        std::fputs(json.str().c_str(), f) >= 0 && std::fputc('\n', f) != EOF;
+    written = std::fclose(f) == 0 && written;
+  }
+  if (!json.complete() || !written) {
+    std::fprintf(stderr, "mla-bench: cannot write %s\n", path.c_str());
+    return false;
+  }
+  std::printf("wrote %s\n", path.c_str());
+  return true;
 }
 
 TensorRef ten(void *p, DType t, std::initializer_list<int64_t> s) {
@@ -704,64 +725,21 @@ void benchPrefill(const KernelLibrary &k, std::mt19937 &rng, bool quick) {
   }
 }
 
-} // namespace
-
-int main(int argc, char **argv) {
-  std::string jsonPath = "mla-bench.json";
-  bool quick = false, decodeOnly = false, noH128 = false, cacheOnly = false;
-  bool noCeilings = false, codegenOnly = false, stepOnly = false;
-  bool gemmOnly = false; // ceilings + the step GEMM rows (cuBLAS vs skinny)
-  bool prefillOnly = false; // ceilings + the prefill rows
-  std::vector<std::string> stepPaths;
-  int64_t stepContext = 4095;
-  int64_t updateT = 0;
-  int decodeH = 0, decodeB = 0;
-  int64_t decodeL = 0;
-  std::string timelinePath; // --timeline: trace step replays, nothing else
-  bool decodeTrace = false;
-  int timelineReplays = 5, timelineStreams = 0; // 0: 1 and 2
-  for (int i = 1; i < argc; ++i) {
-    if (std::string(argv[i]) == "--quick")
-      quick = true;
-    else if (std::string(argv[i]) == "--decode-only")
-      decodeOnly = true;
-    else if (std::string(argv[i]) == "--no-h128")
-      noH128 = true;
-    else if (std::string(argv[i]) == "--cache-only")
-      cacheOnly = true;
-    else if (std::string(argv[i]).rfind("--decode-h=", 0) == 0)
-      decodeH = std::atoi(argv[i] + 11); // only this head count
-    else if (std::string(argv[i]).rfind("--decode-b=", 0) == 0)
-      decodeB = std::atoi(argv[i] + 11); // only this batch (any value)
-    else if (std::string(argv[i]).rfind("--decode-l=", 0) == 0)
-      decodeL = std::atoll(argv[i] + 11); // only this length (any value)
-    else if (std::string(argv[i]) == "--no-ceilings")
-      noCeilings = true;
-    else if (std::string(argv[i]) == "--codegen-only")
-      codegenOnly = true;
-    else if (std::string(argv[i]).rfind("--step=", 0) == 0)
-      stepPaths.push_back(argv[i] + 7); // a compiled decode step to time
-    else if (std::string(argv[i]).rfind("--step-context=", 0) == 0)
-      stepContext = std::atoll(argv[i] + 15);
-    else if (std::string(argv[i]) == "--decode-trace")
-      decodeTrace = true; // per-CTA timeline of decode launches, nothing else
-    else if (std::string(argv[i]) == "--step-only")
-      stepOnly = true;
-    else if (std::string(argv[i]) == "--gemm-only")
-      gemmOnly = true;
-    else if (std::string(argv[i]) == "--prefill-only")
-      prefillOnly = true;
-    else if (std::string(argv[i]).rfind("--update-t=", 0) == 0)
-      updateT = std::atoll(argv[i] + 11); // only cache_update at this T
-    else if (std::string(argv[i]).rfind("--timeline=", 0) == 0)
-      timelinePath = argv[i] + 11;
-    else if (std::string(argv[i]).rfind("--timeline-replays=", 0) == 0)
-      timelineReplays = std::atoi(argv[i] + 19);
-    else if (std::string(argv[i]).rfind("--timeline-streams=", 0) == 0)
-      timelineStreams = std::atoi(argv[i] + 19);
-    else
-      jsonPath = argv[i];
-  }
+int runMain(int argc, char **argv) {
+  bench::BenchOptions options;
+  if (std::optional<int> exit = bench::parseBenchOptions(argc, argv, options))
+    return *exit;
+  const std::string &jsonPath = options.output;
+  const bool quick = options.quick, noCeilings = options.noCeilings,
+             codegenOnly = options.codegenOnly, stepOnly = options.stepOnly,
+             gemmOnly = options.gemmOnly, prefillOnly = options.prefillOnly,
+             cacheOnly = options.cacheOnly;
+  bool decodeOnly = options.decodeOnly, noH128 = options.noH128;
+  const std::vector<std::string> &stepPaths = options.steps;
+  const int64_t stepContext = options.stepContext, updateT = options.updateT;
+  const int decodeH = options.decodeH, decodeB = options.decodeB;
+  const int64_t decodeL = options.decodeL;
+  const std::string &timelinePath = options.timelinePath;
 #ifndef MLA_BENCH_HAVE_CUPTI
   if (!timelinePath.empty()) {
     std::fprintf(stderr, "mla-bench: --timeline: built without CUPTI (CMake "
@@ -769,12 +747,6 @@ int main(int argc, char **argv) {
     return 2;
   }
 #endif
-  if (!timelinePath.empty() &&
-      (stepPaths.empty() || timelineReplays < 1 || timelineStreams < 0)) {
-    std::fprintf(stderr, "mla-bench: --timeline needs --step=ARTIFACT, "
-                         "--timeline-replays >= 1, --timeline-streams >= 1\n");
-    return 2;
-  }
   auto d = createCudaDevice(0);
   if (!d.ok()) {
     std::printf("mla-bench: no GPU: %s\n", d.status().message().c_str());
@@ -795,9 +767,9 @@ int main(int argc, char **argv) {
     bench::StepTimelineOptions o;
     o.steps = stepPaths;
     o.context = stepContext;
-    if (timelineStreams > 0)
-      o.streams = {timelineStreams};
-    o.replays = timelineReplays;
+    if (options.timelineStreams > 0)
+      o.streams = {options.timelineStreams};
+    o.replays = options.timelineReplays;
     o.path = timelinePath;
     Status s = bench::runStepTimeline(*dev, gStream, o, rng);
     if (!s.ok()) {
@@ -808,7 +780,7 @@ int main(int argc, char **argv) {
   }
 #endif
 
-  if (decodeTrace) {
+  if (options.decodeTrace) {
     traceDecodes(k, rng, stepPaths, stepContext);
     return 0;
   }
@@ -851,14 +823,12 @@ int main(int argc, char **argv) {
   }
   if (prefillOnly) {
     benchPrefill(k, rng, quick);
-    writeJson(jsonPath, dev->deviceName());
-    return 0;
+    return writeJson(jsonPath, dev->deviceName()) ? 0 : 1;
   }
   if (gemmOnly) {
     benchStepGemms(k, rng);
     benchResidualGemm(k, rng);
-    writeJson(jsonPath, dev->deviceName());
-    return 0;
+    return writeJson(jsonPath, dev->deviceName()) ? 0 : 1;
   }
 
   // Whole compiled decode steps (mla-gen | mla-opt | mla-translate), eager
@@ -915,8 +885,7 @@ int main(int argc, char **argv) {
         step->bytes(), step->flops(), graph);
   }
   if (stepOnly) {
-    writeJson(jsonPath, dev->deviceName());
-    return 0;
+    return writeJson(jsonPath, dev->deviceName()) ? 0 : 1;
   }
 
   // Cache update (plain bf16) and fused rope + update.
@@ -952,8 +921,7 @@ int main(int argc, char **argv) {
           double(T) * 2312, 0, call);
     }
     if (updateT) { // one update shape only (for profilers)
-      writeJson(jsonPath, dev->deviceName());
-      return 0;
+      return writeJson(jsonPath, dev->deviceName()) ? 0 : 1;
     }
     {
       // The copy ceiling at the update's own size (65536 rows of 1152 bytes,
@@ -1235,6 +1203,11 @@ int main(int argc, char **argv) {
             ms, d.bytes(), d.flops(), call);
       }
 
-  writeJson(jsonPath, dev->deviceName());
-  return 0;
+  return writeJson(jsonPath, dev->deviceName()) ? 0 : 1;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  return tool::runToolMain("mla-bench", argc, argv, runMain);
 }

@@ -121,43 +121,43 @@ void NaiveReport::printText(std::FILE *out) const {
                ok() ? "OK" : "MISMATCH");
 }
 
-void NaiveReport::printJsonSteps(std::FILE *out, bool &first) const {
+void NaiveReport::writeJsonSteps(mlart::tool::JsonWriter &json) const {
+  using mlart::tool::NumberFormat;
+  const NumberFormat e3 = NumberFormat::scientific(3);
   for (const Step &s : steps_) {
-    std::fprintf(out, "%s{\"phase\": \"%s\", \"step\": %d", first ? "" : ", ",
-                 phase_.c_str(), s.index);
+    json.beginObject();
+    json.member("phase", phase_);
+    json.memberInt("step", s.index);
     if (s.check) {
       const NaiveCheck &c = *s.check;
-      std::fprintf(out,
-                   ", \"rel_error\": %.3e, \"end_to_end_rel_error\": %.3e, "
-                   "\"bf16_floor\": %.3e",
-                   c.gated(), c.endToEnd, c.bf16Floor);
+      json.memberNumber("rel_error", c.gated(), e3);
+      json.memberNumber("end_to_end_rel_error", c.endToEnd, e3);
+      json.memberNumber("bf16_floor", c.bf16Floor, e3);
       if (c.perLayer)
-        std::fprintf(out, ", \"worst_layer\": %lld",
-                     (long long)c.worstLayer);
+        json.memberInt("worst_layer", c.worstLayer);
     } else {
-      std::fprintf(out, ", \"dummy\": true");
+      json.memberBool("dummy", true);
     }
     const CacheCheck &cc = s.cache;
-    std::fprintf(out, ", \"cache_rows_checked\": %lld",
-                 (long long)cc.rowsChecked());
-    if (cc.worstLayer >= 0)
-      std::fprintf(out,
-                   ", \"cache_rel_error\": %.3e, \"cache_worst_layer\": %lld, "
-                   "\"cache_worst_part\": \"%s\"",
-                   cc.worst, (long long)cc.worstLayer,
-                   cc.worstIsRopeKey ? "rope_key" : "latent");
-    std::fprintf(out,
-                 ", \"cache_rows_unchanged\": %lld, "
-                 "\"cache_bytes_changed_outside\": %lld, \"cache_ok\": %s, "
-                 "\"ok\": %s}",
-                 (long long)cc.unchangedRows, (long long)cc.bytesOutside,
-                 cc.ok() ? "true" : "false", ok(s) ? "true" : "false");
-    first = false;
+    json.memberInt("cache_rows_checked", cc.rowsChecked());
+    if (cc.worstLayer >= 0) {
+      json.memberNumber("cache_rel_error", cc.worst, e3);
+      json.memberInt("cache_worst_layer", cc.worstLayer);
+      json.member("cache_worst_part",
+                  cc.worstIsRopeKey ? "rope_key" : "latent");
+    }
+    json.memberInt("cache_rows_unchanged", cc.unchangedRows);
+    json.memberInt("cache_bytes_changed_outside", cc.bytesOutside);
+    json.memberBool("cache_ok", cc.ok());
+    json.memberBool("ok", ok(s));
+    json.endObject();
   }
 }
 
-void printNaiveJson(std::FILE *out,
+void writeNaiveJson(mlart::tool::JsonWriter &json,
                     const std::vector<const NaiveReport *> &reports) {
+  using mlart::tool::NumberFormat;
+  const NumberFormat e3 = NumberFormat::scientific(3);
   const NaiveCheck *worst = nullptr;
   const NaiveReport::Step *worstCache = nullptr;
   int64_t rows = 0, bytesOutside = 0;
@@ -174,29 +174,23 @@ void printNaiveJson(std::FILE *out,
     bytesOutside += r->cacheBytesOutside();
   }
   if (worst) {
-    std::fprintf(out,
-                 ", \"naive_max_rel_error\": %.3e, "
-                 "\"naive_end_to_end_rel_error\": %.3e, "
-                 "\"naive_bf16_floor\": %.3e",
-                 worst->gated(), worst->endToEnd, worst->bf16Floor);
+    json.memberNumber("naive_max_rel_error", worst->gated(), e3);
+    json.memberNumber("naive_end_to_end_rel_error", worst->endToEnd, e3);
+    json.memberNumber("naive_bf16_floor", worst->bf16Floor, e3);
     if (worst->perLayer)
-      std::fprintf(out, ", \"naive_worst_layer\": %lld",
-                   (long long)worst->worstLayer);
+      json.memberInt("naive_worst_layer", worst->worstLayer);
   }
-  std::fprintf(out, ", \"naive_cache_rows_checked\": %lld", (long long)rows);
-  if (worstCache && worstCache->cache.worstLayer >= 0)
-    std::fprintf(out,
-                 ", \"naive_cache_max_rel_error\": %.3e, "
-                 "\"naive_cache_worst_layer\": %lld",
-                 worstCache->cache.worst,
-                 (long long)worstCache->cache.worstLayer);
-  std::fprintf(out, ", \"naive_cache_bytes_changed_outside\": %lld",
-               (long long)bytesOutside);
-  std::fprintf(out, ", \"naive_steps\": [");
-  bool first = true;
+  json.memberInt("naive_cache_rows_checked", rows);
+  if (worstCache && worstCache->cache.worstLayer >= 0) {
+    json.memberNumber("naive_cache_max_rel_error", worstCache->cache.worst, e3);
+    json.memberInt("naive_cache_worst_layer", worstCache->cache.worstLayer);
+  }
+  json.memberInt("naive_cache_bytes_changed_outside", bytesOutside);
+  json.key("naive_steps");
+  json.beginArray();
   for (const NaiveReport *r : reports)
-    r->printJsonSteps(out, first);
-  std::fprintf(out, "]");
+    r->writeJsonSteps(json);
+  json.endArray();
 }
 
 } // namespace mlarun

@@ -13,6 +13,8 @@
 #include "CacheCheck.h"
 #include "NaiveCheck.h"
 
+#include "common/JsonWriter.h"
+
 #include <cstdio>
 #include <optional>
 #include <string>
@@ -62,9 +64,8 @@ public:
   /// A line per step for its outputs and one for its caches, then the worst
   /// step's figures and the verdict.
   void printText(std::FILE *out) const;
-  /// JSON array elements, one object per step, comma-separated; `first`
-  /// says whether an element was printed before (and is updated).
-  void printJsonSteps(std::FILE *out, bool &first) const;
+  /// One JSON object per step, into the array `json` is writing.
+  void writeJsonSteps(mlart::tool::JsonWriter &json) const;
 
 private:
   void printCacheLine(std::FILE *out, const Step &step) const;
@@ -76,10 +77,10 @@ private:
   size_t worstCache_ = 0;
 };
 
-/// The JSON members (each after ", ") for reports in run order: the worst
-/// checked step of all (naive_max_rel_error, ...), the cache writes of all
-/// (naive_cache_...) and "naive_steps".
-void printNaiveJson(std::FILE *out,
+/// The JSON members, into the object `json` is writing, for reports in run
+/// order: the worst checked step of all (naive_max_rel_error, ...), the
+/// cache writes of all (naive_cache_...) and "naive_steps".
+void writeNaiveJson(mlart::tool::JsonWriter &json,
                     const std::vector<const NaiveReport *> &reports);
 
 } // namespace mlarun

@@ -25,7 +25,11 @@
 #include "NaiveReference.h"
 #include "NaiveReport.h"
 #include "NpyIO.h"
+#include "RunOptions.h"
 #include "StepHarness.h"
+
+#include "common/JsonWriter.h"
+#include "common/ToolMain.h"
 
 #ifdef MLA_RUN_HAVE_CUDA
 #include "mlart/CudaDevice.h"
@@ -48,189 +52,7 @@ using namespace mlart;
 
 namespace {
 
-struct Options {
-  std::string artifact;
-  std::string reference;
-  std::string device = "cpu";
-  uint64_t seed = 0;
-  int steps = 2;
-  int64_t context = 40;
-  double tolerance = 1e-2;
-  bool json = false;
-  bool naive = false;
-  bool graph = false;
-  bool tune = false; ///< --tune: capture through Executor::tuneGraph
-  int perOp = -1; ///< -1: on for the CPU device, off for CUDA
-  double naiveSoftmaxScale = 0.0; ///< 0: read it from the artifact
-  /// --input NAME=FILE.npy: host data of buffer NAME (instead of random).
-  std::vector<std::pair<std::string, std::string>> inputs;
-  std::string dumpOutput;     ///< --dump-output: last hidden_states_out
-  std::string decodeArtifact; ///< --decode-artifact: decode after prefill
-  int decodeSteps = 0;        ///< with --decode-artifact: --steps
-  int64_t sharedPrefix = 0;   ///< --shared-prefix: common prompt tokens
-  bool dummySlots = false;    ///< --dummy-slots: every slot -1
-  int streams = 2;            ///< --streams: Executor::setMaxStreams
-  bool separateWeights = false; ///< --separate-weights
-  /// --decode-schedule: Executor::setDecodeSchedule
-  DecodeSchedule decodeSchedule = DecodeSchedule::Default;
-  /// --prefill-context-bound: Executor::setPrefillContextBound
-  int64_t prefillContextBound = 0;
-};
-
-/// --decode-schedule's names.
-bool parseDecodeSchedule(const std::string &name, DecodeSchedule &out) {
-  if (name == "default")
-    out = DecodeSchedule::Default;
-  else if (name == "per-sequence")
-    out = DecodeSchedule::PerSequence;
-  else if (name == "balanced")
-    out = DecodeSchedule::Balanced;
-  else
-    return false;
-  return true;
-}
-
-int usage() {
-  std::fprintf(stderr,
-               "usage: mla-run ARTIFACT [--reference ARTIFACT] [--seed N] "
-               "[--steps N] [--context N] [--tolerance X] [--device cpu|cuda] "
-               "[--naive] [--json] [--graph] [--per-op|--no-per-op] "
-               "[--streams N]\n"
-               "  --graph  (cuda) run step 0 eagerly, capture the step as a "
-               "CUDA graph and replay it for the other steps; the step time "
-               "is the median over the replays\n"
-               "  --tune  (with --graph) choose each GEMM's algorithm (linear, "
-               "q_absorb, v_up) "
-               "by replaying the step (Executor::tuneGraph) when capturing; "
-               "prints the choices\n"
-               "  --per-op  time every op (synchronizes after each one, so "
-               "the step time includes that); default on for cpu, off for "
-               "cuda\n"
-               "  --naive  also compare every step with a float64 "
-               "non-absorbed reference (decode and prefill steps of mla-gen "
-               "models, and the decode steps of --decode-artifact); compares "
-               "the attention layers' contribution, output - input, and the "
-               "cache rows each step wrote (no other cache byte may change)\n"
-               "  --softmax-scale X  the model's scale for --naive (default: "
-               "the artifact's)\n"
-               "  --input NAME=FILE.npy  bind buffer NAME's data from a .npy "
-               "file (repeatable; dtype and shape must match)\n"
-               "  --dump-output FILE.npy  write the last step's "
-               "hidden_states_out as float32\n"
-               "  --decode-artifact FILE  after one step of ARTIFACT (a "
-               "prefill), run FILE (a decode step) for --steps steps on the "
-               "same caches\n"
-               "  --shared-prefix N  all requests share their first N prompt "
-               "tokens (prefix caching)\n"
-               "  --dummy-slots  every step's slot_mapping is -1 (a warm-up "
-               "or profile step: it may write no cache byte)\n"
-               "  --streams N  (cuda) spread independent instructions over "
-               "at most N streams (default 2; 1: program order on one "
-               "stream)\n"
-               "  --separate-weights  allocate each weight on its own (default: "
-               "all back to back in one allocation, so fused weights are read "
-               "in place)\n"
-               "  --decode-schedule default|per-sequence|balanced  (cuda) how "
-               "decode attention spreads over the GPU: balanced cuts all "
-               "sequences' tiles evenly (mixed lengths), per-sequence splits "
-               "every sequence alike (alike lengths)\n"
-               "  --prefill-context-bound N  every request's cached context "
-               "is at most N tokens (prefill steps; 0: none): the CUDA "
-               "prefill expands N rows a request, not the block table's "
-               "capacity; a longer context is an error\n"
-               "  (see docs/mla-run.md)\n");
-  return 2;
-}
-
-bool parseOptions(int argc, char **argv, Options &o) {
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    auto next = [&]() -> const char * {
-      return i + 1 < argc ? argv[++i] : nullptr;
-    };
-    const char *v = nullptr;
-    if (a == "--json")
-      o.json = true;
-    else if (a == "--naive")
-      o.naive = true;
-    else if (a == "--graph")
-      o.graph = true;
-    else if (a == "--tune")
-      o.tune = true;
-    else if (a == "--per-op")
-      o.perOp = 1;
-    else if (a == "--no-per-op")
-      o.perOp = 0;
-    else if (a == "--softmax-scale" && (v = next()))
-      o.naiveSoftmaxScale = std::atof(v);
-    else if (a == "--reference" && (v = next()))
-      o.reference = v;
-    else if (a == "--device" && (v = next()))
-      o.device = v;
-    else if (a == "--seed" && (v = next()))
-      o.seed = std::strtoull(v, nullptr, 10);
-    else if (a == "--steps" && (v = next()))
-      o.steps = std::atoi(v);
-    else if (a == "--streams" && (v = next())) {
-      o.streams = std::atoi(v);
-      if (o.streams < 1) {
-        std::fprintf(stderr, "mla-run: --streams needs a count >= 1\n");
-        return false;
-      }
-    }
-    else if (a == "--prefill-context-bound" && (v = next())) {
-      char *end = nullptr;
-      o.prefillContextBound = std::strtoll(v, &end, 10);
-      if (*v == '\0' || *end != '\0' || o.prefillContextBound < 0) {
-        std::fprintf(stderr,
-                     "mla-run: --prefill-context-bound needs a token count "
-                     ">= 0, not '%s'\n",
-                     v);
-        return false;
-      }
-    }
-    else if (a == "--context" && (v = next()))
-      o.context = std::atoll(v);
-    else if (a == "--tolerance" && (v = next()))
-      o.tolerance = std::atof(v);
-    else if (a == "--input" && (v = next())) {
-      std::string kv = v;
-      size_t eq = kv.find('=');
-      if (eq == std::string::npos || eq == 0 || eq + 1 == kv.size())
-        return false;
-      o.inputs.emplace_back(kv.substr(0, eq), kv.substr(eq + 1));
-    } else if (a == "--dump-output" && (v = next()))
-      o.dumpOutput = v;
-    else if (a == "--decode-artifact" && (v = next()))
-      o.decodeArtifact = v;
-    else if (a == "--shared-prefix" && (v = next()))
-      o.sharedPrefix = std::atoll(v);
-    else if (a == "--dummy-slots")
-      o.dummySlots = true;
-    else if (a == "--separate-weights")
-      o.separateWeights = true;
-    else if (a == "--decode-schedule" && (v = next())) {
-      if (!parseDecodeSchedule(v, o.decodeSchedule)) {
-        std::fprintf(stderr,
-                     "mla-run: --decode-schedule is default, per-sequence or "
-                     "balanced, not '%s'\n",
-                     v);
-        return false;
-      }
-    }
-    else if (!a.empty() && a[0] != '-' && o.artifact.empty())
-      o.artifact = a;
-    else
-      return false;
-  }
-  if (!o.decodeArtifact.empty()) {
-    // One prefill step, then --steps decode steps.
-    o.decodeSteps = o.steps;
-    o.steps = 1;
-  }
-  return !o.artifact.empty() && o.steps > 0 && o.context >= 0 &&
-         o.sharedPrefix >= 0 && (o.graph || !o.tune); // --tune needs --graph
-}
+using Options = mlarun::RunOptions;
 
 using mlarun::DeviceTensor;
 using mlarun::Harness;
@@ -238,7 +60,7 @@ using mlarun::HarnessOptions;
 
 HarnessOptions harnessOptions(const Options &o) {
   HarnessOptions h;
-  h.seed = o.seed;
+  h.seed = uint64_t(o.seed);
   h.steps = o.steps;
   h.context = o.context;
   h.inputs = o.inputs;
@@ -448,16 +270,16 @@ int runDecodePhase(Device &device, const Options &options, Harness &prefill,
   return 0;
 }
 
-} // namespace
-
-int main(int argc, char **argv) {
+int runMain(int argc, char **argv) {
   Options options;
-  if (!parseOptions(argc, argv, options))
-    return usage();
+  if (std::optional<int> exit = mlarun::parseRunOptions(argc, argv, options))
+    return *exit;
+  // With --json, stdout carries the JSON document alone.
+  std::FILE *messages = options.json ? stderr : stdout;
   std::unique_ptr<Device> device;
-  if (options.device == "cpu") {
+  if (options.device == "cpu") { // or "cuda": --device takes no other name
     device = createCpuDevice();
-  } else if (options.device == "cuda") {
+  } else {
 #ifdef MLA_RUN_HAVE_CUDA
     StatusOr<std::unique_ptr<CudaDevice>> cuda = createCudaDevice();
     if (!cuda.ok())
@@ -467,10 +289,6 @@ int main(int argc, char **argv) {
     return fail("creating the CUDA device",
                 unavailable("mla-run was built without CUDA (no nvcc)"));
 #endif
-  } else {
-    std::fprintf(stderr, "mla-run: unknown device '%s' (cpu or cuda)\n",
-                 options.device.c_str());
-    return 1;
   }
 
   StatusOr<Artifact> artifact = Artifact::loadFile(options.artifact);
@@ -512,8 +330,7 @@ int main(int argc, char **argv) {
   }
 
   // Per-op time, aggregated by opcode (synchronizes after every op).
-  const bool timePerOp =
-      options.perOp < 0 ? options.device == "cpu" : options.perOp == 1;
+  const bool timePerOp = options.perOp.value_or(options.device == "cpu");
   std::map<std::string, std::pair<int64_t, double>> perOp;
   if (timePerOp)
     executor.value().setTimingCallback(
@@ -576,8 +393,8 @@ int main(int argc, char **argv) {
         if (!choices.ok())
           return fail("tuning the step graph", choices.status());
         for (const Executor::GemmChoice &c : *choices)
-          std::printf("tuned %s\n",
-                      executor.value().describeGemmChoice(c).c_str());
+          std::fprintf(messages, "tuned %s\n",
+                       executor.value().describeGemmChoice(c).c_str());
       }
       if (!executor.value().hasGraph())
         if (Status s = executor.value().captureGraph(stream); !s.ok())
@@ -598,13 +415,14 @@ int main(int argc, char **argv) {
                                .count();
     (replay ? graphSeconds : stepSeconds).push_back(seconds);
     if (step == 0 && !executor.value().artifact().prepareInstructions().empty())
-      std::printf("prepared weights: %s\n",
-                  executor.value().preparedArenaBytes() == 0
-                      ? "read in place (bound back to back, no copy)"
-                      : ("copied once (" +
-                         std::to_string(executor.value().preparedArenaBytes()) +
-                         " bytes)")
-                            .c_str());
+      std::fprintf(
+          messages, "prepared weights: %s\n",
+          executor.value().preparedArenaBytes() == 0
+              ? "read in place (bound back to back, no copy)"
+              : ("copied once (" +
+                 std::to_string(executor.value().preparedArenaBytes()) +
+                 " bytes)")
+                    .c_str());
     if (replay)
       if (Status s = device->checkErrors(stream); !s.ok())
         return fail("step " + std::to_string(step) + " (graph replay)", s);
@@ -721,8 +539,7 @@ int main(int argc, char **argv) {
                   (long long)differingCacheBytes, mismatch ? "MISMATCH" : "OK");
   }
   if (options.sharedPrefix > 0)
-    std::fprintf(options.json ? stderr : stdout,
-                 "prefix cache: hits %lld blocks\n",
+    std::fprintf(messages, "prefix cache: hits %lld blocks\n",
                  (long long)harness.prefixHitBlocks());
 
   // After a prefill that passed its checks, the decode steps (checked too).
@@ -747,35 +564,55 @@ int main(int argc, char **argv) {
   }
 
   if (options.json) {
-    std::printf("{\"artifact\": \"%s\", \"device\": \"%s\", \"steps\": %d, "
-                "\"graph\": %s, \"timed_steps\": %d, "
-                "\"step_ms_median\": %.4f, \"ops\": {",
-                options.artifact.c_str(), options.device.c_str(),
-                options.steps, graphTimed ? "true" : "false", timedSteps,
-                median * 1e3);
-    bool first = true;
+    // The keys and number formats scripts and tests read (docs/mla-run.md).
+    using mlart::tool::NumberFormat;
+    mlart::tool::JsonWriter json;
+    json.beginObject();
+    json.member("artifact", options.artifact);
+    json.member("device", options.device);
+    json.memberInt("steps", options.steps);
+    json.memberBool("graph", graphTimed);
+    json.memberInt("timed_steps", timedSteps);
+    json.memberNumber("step_ms_median", median * 1e3, NumberFormat::fixed(4));
+    json.key("ops");
+    json.beginObject();
     for (auto &[name, entry] : perOp) {
-      std::printf("%s\"%s\": {\"calls\": %lld, \"ms\": %.4f}",
-                  first ? "" : ", ", name.c_str(), (long long)entry.first,
-                  entry.second * 1e3);
-      first = false;
+      json.key(name);
+      json.beginObject();
+      json.memberInt("calls", entry.first);
+      json.memberNumber("ms", entry.second * 1e3, NumberFormat::fixed(4));
+      json.endObject();
     }
-    std::printf("}");
-    if (reference)
-      std::printf(", \"max_rel_error\": %.3e, \"cache_bytes_differing\": %lld",
-                  maxRelError, (long long)differingCacheBytes);
-    std::printf(", \"cache_bytes_changed\": %lld",
-                (long long)changedCacheBytes);
-    if (decoded)
-      std::printf(", \"decode_after_prefill\": {\"artifact\": \"%s\", "
-                  "\"steps\": %d, \"step_ms_median\": %.4f, "
-                  "\"cache_bytes_changed\": %lld}",
-                  options.decodeArtifact.c_str(), options.decodeSteps,
-                  decode.medianSeconds * 1e3,
-                  (long long)decode.changedCacheBytes);
+    json.endObject();
+    if (reference) {
+      json.memberNumber("max_rel_error", maxRelError,
+                        NumberFormat::scientific(3));
+      json.memberInt("cache_bytes_differing", differingCacheBytes);
+    }
+    json.memberInt("cache_bytes_changed", changedCacheBytes);
+    if (decoded) {
+      json.key("decode_after_prefill");
+      json.beginObject();
+      json.member("artifact", options.decodeArtifact);
+      json.memberInt("steps", options.decodeSteps);
+      json.memberNumber("step_ms_median", decode.medianSeconds * 1e3,
+                        NumberFormat::fixed(4));
+      json.memberInt("cache_bytes_changed", decode.changedCacheBytes);
+      json.endObject();
+    }
     if (options.naive)
-      mlarun::printNaiveJson(stdout, {&naive, &decode.naive});
-    std::printf(", \"ok\": %s}\n", mismatch ? "false" : "true");
+      mlarun::writeNaiveJson(json, {&naive, &decode.naive});
+    json.memberBool("ok", !mismatch);
+    json.endObject();
+    if (!json.complete())
+      return fail("--json", internalError("the JSON document is malformed"));
+    std::printf("%s\n", json.str().c_str());
   }
   return mismatch ? 1 : 0;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  return mlart::tool::runToolMain("mla-run", argc, argv, runMain);
 }
