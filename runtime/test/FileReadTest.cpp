@@ -1,6 +1,6 @@
 //===- FileReadTest.cpp - readRegularFile refuses what is not a file ------===//
-#include "mlart/Artifact.h"
 #include "mlart/FileRead.h"
+#include "mlart/Artifact.h"
 
 #include <gtest/gtest.h>
 
@@ -65,8 +65,7 @@ TEST(FileRead, ArtifactLoadFileUsesTheBound) {
   EXPECT_EQ(Artifact::loadFile(path, 63).status().code(),
             StatusCode::ResourceExhausted);
   // Within the bound it is read and then fails as a bad artifact.
-  EXPECT_EQ(Artifact::loadFile(path, 64).status().code(),
-            StatusCode::DataLoss);
+  EXPECT_EQ(Artifact::loadFile(path, 64).status().code(), StatusCode::DataLoss);
   std::remove(path.c_str());
 }
 

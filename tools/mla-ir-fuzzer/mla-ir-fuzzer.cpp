@@ -98,8 +98,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     return 0;
 
   PassManager pm(&context);
-  auto options = mla::PipelineOptions::createFromString(
-      pipelineOptions(bits));
+  auto options = mla::PipelineOptions::createFromString(pipelineOptions(bits));
   if (!options)
     std::abort(); // the fuzzer's own option string must parse
   if (bits & 64)

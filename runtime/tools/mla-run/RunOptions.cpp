@@ -114,6 +114,11 @@ std::optional<int> parseRunOptions(int argc, const char *const *argv,
                       "rows a request, not the block table's capacity; a "
                       "longer context is an error")
           .noun("a token count"),
+      Option::integer("memory-limit", &o.memoryLimitMiB, 0, int64_t(1) << 40,
+                      "MIB",
+                      "device memory the run may allocate, in MiB (0: what "
+                      "the device has); an artifact that declares more is "
+                      "refused before anything is allocated"),
   });
   if (std::optional<int> exit = cl.parseOrExit(argc, argv))
     return exit;

@@ -46,6 +46,8 @@ struct RunOptions {
   mlart::DecodeSchedule decodeSchedule = mlart::DecodeSchedule::Default;
   /// --prefill-context-bound: Executor::setPrefillContextBound
   int64_t prefillContextBound = 0;
+  /// --memory-limit: Device::setMemoryLimit, in MiB (0: the device's own).
+  int64_t memoryLimitMiB = 0;
 };
 
 /// Parses mla-run's argv into `options`. Returns nothing when mla-run

@@ -291,6 +291,8 @@ int runMain(int argc, char **argv) {
 #endif
   }
 
+  device->setMemoryLimit(uint64_t(options.memoryLimitMiB) << 20);
+
   StatusOr<Artifact> artifact = Artifact::loadFile(options.artifact);
   if (!artifact.ok())
     return fail("loading " + options.artifact, artifact.status());
