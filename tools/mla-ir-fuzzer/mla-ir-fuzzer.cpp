@@ -80,7 +80,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   static Session session;
   MLIRContext &context = session.get();
   const uint8_t bits = data[0];
-  llvm::StringRef text(reinterpret_cast<const char *>(data + 1), size - 1);
+  // MLIR's lexer reads up to a NUL terminator: a std::string has one, the
+  // fuzzer's buffer does not.
+  const std::string text(reinterpret_cast<const char *>(data + 1), size - 1);
 
   bool internalError = false;
   std::string internalMessage;
