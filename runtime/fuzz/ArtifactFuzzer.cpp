@@ -3,12 +3,11 @@
 // What an engine does with artifact bytes it did not compile itself: load
 // them, and when they load, create an executor on the CPU device, bind
 // zeroed buffers and caches of the declared shapes, prepare and run one
-// step. Errors are expected; a crash, a sanitizer report or a hang is not.
-// The device's memory limit bounds what a declaration can allocate, and
-// steps whose buffers exceed kMaxRunBytes are loaded but not run, so that
-// the reference kernels' work stays small.
+// step (within FuzzLimits.h). Errors are expected; a crash, a sanitizer
+// report or a hang is not.
 //
 //===----------------------------------------------------------------------===//
+#include "FuzzLimits.h"
 #include "mlart/Artifact.h"
 #include "mlart/Device.h"
 #include "mlart/Executor.h"
@@ -20,8 +19,6 @@
 using namespace mlart;
 
 namespace {
-constexpr uint64_t kMemoryLimit = uint64_t(64) << 20;
-constexpr int64_t kMaxRunBytes = int64_t(1) << 20;
 constexpr int64_t kBlocksWhenDynamic = 4;
 } // namespace
 
@@ -29,14 +26,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   StatusOr<Artifact> artifact = Artifact::load(data, size);
   if (!artifact.ok())
     return 0;
-  int64_t declared = artifact->arenaBytes() + artifact->preparedBytes();
-  for (const BufferDecl &b : artifact->buffers())
-    declared += b.sizeBytes();
-  if (declared > kMaxRunBytes)
+  if (!fuzz::smallEnoughToRun(*artifact))
     return 0;
 
   static std::unique_ptr<Device> device = createCpuDevice();
-  device->setMemoryLimit(kMemoryLimit);
+  device->setMemoryLimit(fuzz::kMemoryLimit);
   std::vector<Buffer> buffers;
   std::vector<KVCache> caches;
   std::vector<std::pair<std::string, TensorRef>> bindings;

@@ -8,16 +8,12 @@
 // within a memory limit; errors are expected, crashes are not.
 //
 //===----------------------------------------------------------------------===//
+#include "FuzzLimits.h"
 #include "StepHarness.h"
 
 #include <cstdint>
 
 using namespace mlart;
-
-namespace {
-constexpr uint64_t kMemoryLimit = uint64_t(64) << 20;
-constexpr int64_t kMaxRunBytes = int64_t(1) << 20;
-} // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (size < 2)
@@ -28,14 +24,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   StatusOr<Artifact> artifact = Artifact::load(data + 2, size - 2);
   if (!artifact.ok())
     return 0;
-  int64_t declared = artifact->arenaBytes() + artifact->preparedBytes();
-  for (const BufferDecl &b : artifact->buffers())
-    declared += b.sizeBytes();
-  if (declared > kMaxRunBytes)
+  if (!fuzz::smallEnoughToRun(*artifact))
     return 0;
 
   static std::unique_ptr<Device> device = createCpuDevice();
-  device->setMemoryLimit(kMemoryLimit);
+  device->setMemoryLimit(fuzz::kMemoryLimit);
   mlarun::Harness harness(*device, options);
   if (!harness.setUp(*artifact).ok())
     return 0;

@@ -43,9 +43,11 @@ Status Harness::loadBoundInputs() {
 /// are input.
 static Status checkDeclaredBytes(const Artifact &artifact,
                                  const Device &device) {
+  // The loader bounds each size below 2^62, not their sum: saturate.
   uint64_t declared = 0;
   for (const BufferDecl &decl : artifact.buffers())
-    declared += uint64_t(decl.sizeBytes()); // the loader bounds each < 2^62
+    declared =
+        std::min(declared + uint64_t(decl.sizeBytes()), uint64_t(1) << 62);
   // On a host-accessible device the mirrors share its memory.
   const uint64_t needed = device.isHostAccessible() ? 2 * declared : declared;
   const uint64_t limit = device.memoryLimit();
