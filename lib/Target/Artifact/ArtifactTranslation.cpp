@@ -166,6 +166,10 @@ public:
 private:
   LogicalResult declareArguments();
   LogicalResult declareResults();
+  /// Records `name` as the buffer or cache name of `what`; an error at the
+  /// function when an earlier argument or result has it (the runtime binds
+  /// by name, so names must be unique).
+  LogicalResult claimName(StringRef name, const Twine &what);
   LogicalResult planQueryAssembly();
   bool canRotateKPeInPlace(RopeKVCacheUpdateOp update, unsigned kPeView);
   /// True when the two views are disjoint column windows of rows of one
@@ -224,14 +228,30 @@ private:
   std::vector<PendingInst> insts;
   std::vector<int64_t> allocBytes;
   llvm::StringMap<uint32_t> kernels;
+  /// Buffer and cache names claimed so far, with who claimed them.
+  llvm::StringMap<std::string> names;
 };
 
 std::string Translator::location(Operation *op) const {
   std::string text = op->getName().getStringRef().str();
-  if (auto loc = dyn_cast<FileLineColLoc>(op->getLoc()))
-    text += " (" + llvm::sys::path::filename(loc.getFilename().getValue()).str() +
-            ":" + std::to_string(loc.getLine()) + ")";
+  if (auto loc = dyn_cast<FileLineColLoc>(op->getLoc())) {
+    // The format's strings hold no NUL byte; a file name may (it is only
+    // displayed, so the byte is dropped rather than the input refused).
+    std::string file =
+        llvm::sys::path::filename(loc.getFilename().getValue()).str();
+    llvm::erase(file, '\0');
+    text += " (" + file + ":" + std::to_string(loc.getLine()) + ")";
+  }
   return text;
+}
+
+LogicalResult Translator::claimName(StringRef name, const Twine &what) {
+  auto [it, inserted] = names.try_emplace(name, what.str());
+  if (inserted)
+    return success();
+  return func.emitError() << what << " is named '" << name << "', as is "
+                          << it->second
+                          << "; buffer and cache names must be unique";
 }
 
 FailureOr<mlart::DType> Translator::dtypeOf(Operation *op, Type type) {
@@ -398,6 +418,8 @@ LogicalResult Translator::declareArguments() {
     if (auto attr = func.getArgAttrOfType<StringAttr>(
             i, MLADialect::getNameAttrName()))
       name = attr.getValue().str();
+    if (failed(claimName(name, "argument #" + Twine(i))))
+      return failure();
     if (auto cacheType = dyn_cast<KVCacheType>(arg.getType())) {
       mlart::KVCacheDesc desc;
       // A dynamic block count is fixed by the cache bound at run time.
@@ -467,6 +489,8 @@ LogicalResult Translator::declareResults() {
     if (auto attr = func.getResultAttrOfType<StringAttr>(
             i, MLADialect::getNameAttrName()))
       decl.name = attr.getValue().str();
+    if (failed(claimName(decl.name, "result #" + Twine(i))))
+      return failure();
     decl.role = mlart::BufferRole::Output;
     decl.dtype = *dtype;
     decl.rank = int(type.getRank());

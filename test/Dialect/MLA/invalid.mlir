@@ -631,6 +631,12 @@ func.func private @name_not_string() -> (tensor<4xi64> {mla.name = 3 : i32})
 
 // -----
 
+// A runtime buffer name is a C string.
+// expected-error @+1 {{'mla.name' must be a non-empty string without NUL bytes}}
+func.func private @name_with_nul(tensor<4xi64> {mla.name = "slot\00_mapping"})
+
+// -----
+
 // expected-error @+1 {{unknown mla result attribute 'mla.noalias'}}
 func.func private @result_noalias() -> (tensor<4xi64> {mla.noalias})
 

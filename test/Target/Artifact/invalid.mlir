@@ -79,3 +79,29 @@ func.func @result_too_large(%x: tensor<2x128xf32>) -> tensor<2x128xf32> {
   %e = tensor.empty() : tensor<2x128x1099511627776x1099511627776xf32>
   return %x : tensor<2x128xf32>
 }
+
+// -----
+
+// The runtime binds buffers by name.
+// expected-error @+1 {{argument #1 is named 'x', as is argument #0; buffer and cache names must be unique}}
+func.func @duplicate_argument_names(%x: tensor<2x32xf32> {mla.name = "x"}, %w: tensor<32xf32> {mla.name = "x"}) -> tensor<2x32xf32> {
+  %0 = mla.rms_norm %x, %w {epsilon = 1.0e-6 : f32} : tensor<2x32xf32>, tensor<32xf32>
+  return %0 : tensor<2x32xf32>
+}
+
+// -----
+
+// An explicit name may collide with the default name of another argument.
+// expected-error @+1 {{argument #1 is named 'arg1', as is argument #0}}
+func.func @collides_with_default_name(%x: tensor<2x32xf32> {mla.name = "arg1"}, %w: tensor<32xf32>) -> tensor<2x32xf32> {
+  %0 = mla.rms_norm %x, %w {epsilon = 1.0e-6 : f32} : tensor<2x32xf32>, tensor<32xf32>
+  return %0 : tensor<2x32xf32>
+}
+
+// -----
+
+// expected-error @+1 {{result #0 is named 'w', as is argument #1}}
+func.func @result_named_like_an_argument(%x: tensor<2x32xf32>, %w: tensor<32xf32> {mla.name = "w"}) -> (tensor<2x32xf32> {mla.name = "w"}) {
+  %0 = mla.rms_norm %x, %w {epsilon = 1.0e-6 : f32} : tensor<2x32xf32>, tensor<32xf32>
+  return %0 : tensor<2x32xf32>
+}

@@ -61,12 +61,13 @@ LogicalResult MLADialect::verifyOperationAttribute(Operation *op,
                          << "'";
 }
 
-/// `mla.name` must be a non-empty string.
+/// `mla.name` must be a non-empty string without NUL bytes (it becomes a
+/// runtime buffer name, a C string).
 static LogicalResult verifyNameAttr(Operation *op, NamedAttribute attr) {
   auto name = dyn_cast<StringAttr>(attr.getValue());
-  if (!name || name.getValue().empty())
+  if (!name || name.getValue().empty() || name.getValue().contains('\0'))
     return op->emitError() << "'" << MLADialect::getNameAttrName()
-                           << "' must be a non-empty string";
+                           << "' must be a non-empty string without NUL bytes";
   return success();
 }
 
