@@ -100,6 +100,7 @@ void runOnThreads(const Artifact &artifact, Device &device,
                   CacheOf cacheOf) {
   std::atomic<size_t> waiting{callers.size()};
   std::vector<std::thread> threads;
+  threads.reserve(callers.size());
   for (size_t i = 0; i < callers.size(); ++i)
     threads.emplace_back([&, i] {
       waiting.fetch_sub(1);

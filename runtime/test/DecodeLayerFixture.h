@@ -1,4 +1,5 @@
-//===- DecodeLayerFixture.h - A small decode layer built by hand -*- C++ -*-===//
+//===- DecodeLayerFixture.h - A small decode layer built by hand -*- C++
+//-*-===//
 //
 // The program the compiler emits for one DeepSeek decode layer, written by
 // hand with ArtifactWriter at small dimensions, and the caller-side data one
@@ -150,7 +151,7 @@ struct LayerData {
   HostTensor wKva{DType::BF16, {ROW, D}}, wKvNorm{DType::BF16, {LATENT}};
   HostTensor wUK{DType::BF16, {H, NOPE, LATENT}};
   HostTensor wUV{DType::BF16, {H, LATENT, VDIM}};
-  HostTensor wO{DType::BF16, {D, H *VDIM}};
+  HostTensor wO{DType::BF16, {D, H * VDIM}};
   HostTensor cosSin;
   HostTensor positions{DType::I64, {T}}, slots{DType::I64, {T}};
   HostTensor blockTable{DType::I32, {T, MAX_BLOCKS}}, seqLens{DType::I32, {T}};

@@ -1,0 +1,52 @@
+//===- DLPackTensor.h - Tensors of Python objects, by DLPack, no copy -----===//
+//
+// The Python package binds the caller's tensors (NumPy arrays, torch
+// tensors, anything with __dlpack__) where they are: this reads a DLPack
+// capsule into a TensorRef of the same memory and keeps the capsule, which
+// keeps the producer's memory alive while the tensor is bound.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MLART_PYTHON_DLPACKTENSOR_H
+#define MLART_PYTHON_DLPACKTENSOR_H
+
+#include "mlart/Device.h"
+#include "mlart/StatusOr.h"
+#include "mlart/TensorRef.h"
+
+#include <pybind11/pybind11.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace mlart::python {
+
+/// A caller's tensor seen through DLPack.
+struct ImportedTensor {
+  /// The DLPack capsule: the producer frees the memory only once it is
+  /// released.
+  pybind11::object owner;
+  TensorRef ref;
+  int deviceType = 0; ///< DLDeviceType
+  int deviceId = 0;
+};
+
+/// Imports `object` (anything with __dlpack__) without copying. A CUDA
+/// producer is told that the tensor will be used on `stream` (DLPack's
+/// `stream` argument), so it orders its own work before it. Element types:
+/// DLPack's float (16, 32, 64 bits), bfloat16, int32 and int64 map to the
+/// runtime's; unsigned 16- and 8-bit integers carry the bits of bf16 and
+/// f8E4M3FN values, the types NumPy lacks and engines keep fp8 caches in.
+/// `what` names the tensor in errors.
+StatusOr<ImportedTensor> importTensor(pybind11::handle object,
+                                      std::optional<intptr_t> stream,
+                                      const std::string &what);
+
+/// OK when `device` can address the tensor's memory (host memory for the
+/// CPU device, memory of its GPU for a CUDA device).
+Status checkDevice(const ImportedTensor &tensor, const Device &device,
+                   const std::string &what);
+
+} // namespace mlart::python
+
+#endif // MLART_PYTHON_DLPACKTENSOR_H

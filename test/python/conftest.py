@@ -1,0 +1,43 @@
+"""Shared fixtures of the mla Python package tests (docs/python.md).
+
+CTest runs this suite with PYTHONPATH at the build tree's python_packages
+and MLA_TOOLS_DIR at its bin/ (mla-gen, mla-opt, mla-translate), so that
+the in-process compiler can be compared with the command-line tools.
+"""
+
+import os
+
+import numpy as np
+import pytest
+
+# A step of one RMSNorm: small enough to check by hand, with an input, a
+# weight and an output buffer.
+RMS_NORM_STEP = """
+func.func @norm(%x: tensor<4x32xf32> {mla.name = "hidden_states"},
+                %w: tensor<32xf32> {mla.name = "norm.weight"})
+    -> (tensor<4x32xf32> {mla.name = "hidden_states_out"}) {
+  %0 = mla.rms_norm %x, %w {epsilon = 1.0e-6 : f32} : tensor<4x32xf32>, tensor<32xf32>
+  return %0 : tensor<4x32xf32>
+}
+"""
+
+
+def rms_norm_reference(x, w, eps=1e-6):
+    x = x.astype(np.float64)
+    return x / np.sqrt((x * x).mean(-1, keepdims=True) + eps) * w
+
+
+@pytest.fixture
+def rng():
+    # Fresh inputs every run; the seed is printed on failure.
+    seed = int.from_bytes(os.urandom(4), "little")
+    print(f"seed {seed}")
+    return np.random.default_rng(seed)
+
+
+@pytest.fixture(scope="session")
+def tools_dir():
+    path = os.environ.get("MLA_TOOLS_DIR")
+    if not path:
+        pytest.skip("MLA_TOOLS_DIR is not set (run through ctest)")
+    return path
