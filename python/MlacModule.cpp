@@ -33,8 +33,8 @@ gen::Phase parsePhase(const std::string &phase) {
     return gen::Phase::Decode;
   if (phase == "prefill")
     return gen::Phase::Prefill;
-  throw py::value_error("phase: expected 'decode' or 'prefill', got '" +
-                        phase + "'");
+  throw py::value_error("phase: expected 'decode' or 'prefill', got '" + phase +
+                        "'");
 }
 
 gen::ModelConfig modelConfig(const std::string &preset,

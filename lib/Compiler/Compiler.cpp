@@ -117,7 +117,8 @@ llvm::Expected<CompileResult> compileModule(ModuleOp module,
                                             const CompileOptions &options,
                                             DiagnosticCollector &diagnostics) {
   const bool decode = options.phase == gen::Phase::Decode;
-  const char *pipeline = decode ? "mla-decode-pipeline" : "mla-prefill-pipeline";
+  const char *pipeline =
+      decode ? "mla-decode-pipeline" : "mla-prefill-pipeline";
   if (options.optimize) {
     PipelineOptions pipelineOptions;
     std::string optionErrors;

@@ -69,19 +69,20 @@ StatusOr<ImportedTensor> importTensor(py::handle object,
                                       std::optional<intptr_t> stream,
                                       const std::string &what) {
   if (!py::hasattr(object, "__dlpack__"))
-    return invalidArgument(what + ": a " +
-                           std::string(py::str(py::type::of(object).attr(
-                               "__name__"))) +
-                           " is not a tensor (it has no __dlpack__)");
+    return invalidArgument(
+        what + ": a " +
+        std::string(py::str(py::type::of(object).attr("__name__"))) +
+        " is not a tensor (it has no __dlpack__)");
   int deviceType = kDLCPU;
   if (py::hasattr(object, "__dlpack_device__")) {
     py::tuple dev = object.attr("__dlpack_device__")();
     deviceType = dev[0].cast<int>();
   }
   // Only a CUDA producer takes a stream; NumPy refuses any argument.
-  py::object capsule = deviceType == kDLCUDA && stream
-                           ? object.attr("__dlpack__")(py::arg("stream") = *stream)
-                           : object.attr("__dlpack__")();
+  py::object capsule =
+      deviceType == kDLCUDA && stream
+          ? object.attr("__dlpack__")(py::arg("stream") = *stream)
+          : object.attr("__dlpack__")();
   auto *managed = static_cast<DLManagedTensor *>(
       PyCapsule_GetPointer(capsule.ptr(), "dltensor"));
   if (!managed) {
@@ -131,8 +132,8 @@ Status checkDevice(const ImportedTensor &tensor, const Device &device,
     return Status::success();
   return invalidArgument(
       what + ": a " + deviceTypeName(tensor.deviceType) + ":" +
-      std::to_string(tensor.deviceId) + " tensor cannot be used on cuda:" +
-      std::to_string(ordinal));
+      std::to_string(tensor.deviceId) +
+      " tensor cannot be used on cuda:" + std::to_string(ordinal));
 }
 
 } // namespace mlart::python

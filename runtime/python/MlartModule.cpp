@@ -7,7 +7,9 @@
 // mla.runtime.Error whose message starts with the status code.
 //
 //===----------------------------------------------------------------------===//
+#include "CacheTensor.h"
 #include "DLPackTensor.h"
+#include "PyRuntime.h"
 
 #include "mlart/Artifact.h"
 #include "mlart/CudaDevice.h"
@@ -25,101 +27,18 @@
 
 namespace py = pybind11;
 using namespace mlart;
+using mlart::python::check;
 using mlart::python::ImportedTensor;
+using mlart::python::PyDevice;
+using mlart::python::value;
 
 namespace {
-
-/// The C++ side of mla.runtime.Error (only its Python type is used).
-struct RuntimeErrorTag {};
-py::object errorType;
-
-/// Raises mla.runtime.Error for a failed status.
-void check(const Status &s) {
-  if (s.ok())
-    return;
-  PyErr_SetString(errorType.ptr(), s.toString().c_str());
-  throw py::error_already_set();
-}
-
-template <typename T> T value(StatusOr<T> s) {
-  check(s.status());
-  return std::move(*s);
-}
-
-/// A device and, for the CUDA device, the GPU it drives.
-class PyDevice {
-public:
-  explicit PyDevice(const std::string &spec) {
-    if (spec == "cpu") {
-      device_ = createCpuDevice();
-      return;
-    }
-    int ordinal = 0;
-    if (spec != "cuda") {
-      const std::string prefix = "cuda:";
-      size_t used = 0;
-      if (spec.rfind(prefix, 0) != 0 || spec.size() == prefix.size())
-        throw py::value_error("Device: expected 'cpu', 'cuda' or 'cuda:N', "
-                              "got '" +
-                              spec + "'");
-      try {
-        ordinal = std::stoi(spec.substr(prefix.size()), &used);
-      } catch (const std::exception &) {
-        used = 0;
-      }
-      if (used != spec.size() - prefix.size() || ordinal < 0)
-        throw py::value_error("Device: bad CUDA ordinal in '" + spec + "'");
-    }
-#ifdef MLART_PYTHON_HAVE_CUDA
-    device_ = value(createCudaDevice(ordinal));
-#else
-    check(unavailable("Device('" + spec +
-                      "'): this mla.runtime was built without the CUDA "
-                      "backend"));
-#endif
-  }
-
-  Device &device() { return *device_; }
-  std::string name() const {
-    if (device_->kind() == DeviceKind::Cpu)
-      return "cpu";
-    return "cuda:" +
-           std::to_string(static_cast<CudaDevice &>(*device_).ordinal());
-  }
-
-  /// The stream handle a Python stream argument names: None (the default
-  /// stream), an int (a cudaStream_t, e.g. torch.cuda.Stream.cuda_stream)
-  /// or an object with a `cuda_stream` attribute (a torch.cuda.Stream).
-  StreamHandle stream(py::handle s) const {
-    if (s.is_none())
-      return nullptr;
-    py::object handle = py::reinterpret_borrow<py::object>(s);
-    if (py::hasattr(s, "cuda_stream"))
-      handle = s.attr("cuda_stream");
-    if (!py::isinstance<py::int_>(handle))
-      throw py::type_error("stream: expected None, an int (cudaStream_t) or "
-                           "an object with .cuda_stream");
-    const intptr_t raw = handle.cast<intptr_t>();
-    if (raw != 0 && device_->kind() == DeviceKind::Cpu)
-      throw py::value_error("stream: the cpu device has no streams");
-    return reinterpret_cast<StreamHandle>(raw);
-  }
-
-private:
-  std::unique_ptr<Device> device_;
-};
 
 py::tuple shapeOf(int rank, const int64_t *sizes) {
   py::tuple t(rank);
   for (int d = 0; d < rank; ++d)
     t[size_t(d)] = sizes[d];
   return t;
-}
-
-/// The element type and last dimension of a cache tensor: the row in
-/// elements of the layout's storage type (bytes for the fp8 layouts).
-int64_t cacheRowElements(const KVCacheDesc &desc) {
-  return desc.rowBytes() / int64_t(dtypeSize(desc.dtype));
 }
 
 /// One artifact bound to one device, and the caller's tensors it uses.
@@ -134,8 +53,8 @@ public:
 
   void bind(const std::string &name, py::handle tensor, py::handle stream) {
     const std::string what = "buffer '" + name + "'";
-    ImportedTensor t = value(python::importTensor(
-        tensor, streamArgument(stream), what));
+    ImportedTensor t =
+        value(python::importTensor(tensor, streamArgument(stream), what));
     check(python::checkDevice(t, device_.device(), what));
     check(executor_->bind(name, t.ref));
     bound_[name] = std::move(t.owner);
@@ -148,32 +67,12 @@ public:
     if (index < 0)
       check(invalidArgument("bind_cache: the artifact declares no cache '" +
                             name + "'"));
-    const KVCacheDesc &decl =
-        executor_->artifact().caches()[size_t(index)].desc;
-    ImportedTensor t = value(python::importTensor(
-        tensor, streamArgument(stream), what));
+    ImportedTensor t =
+        value(python::importTensor(tensor, streamArgument(stream), what));
     check(python::checkDevice(t, device_.device(), what));
-    const TensorRef &ref = t.ref;
-    const int64_t row = cacheRowElements(decl);
-    if (ref.dtype != decl.dtype || ref.rank != 3 ||
-        ref.sizes[1] != decl.blockSize || ref.sizes[2] != row ||
-        (decl.numBlocks != 0 && ref.sizes[0] != decl.numBlocks))
-      check(invalidArgument(
-          "bind_cache: " + what + " needs a [" +
-          (decl.numBlocks ? std::to_string(decl.numBlocks) : "num_blocks") +
-          ", " + std::to_string(decl.blockSize) + ", " + std::to_string(row) +
-          "] " + dtypeName(decl.dtype) + " tensor (" +
-          cacheLayoutName(decl.layout) + " layout)"));
-    if (!ref.isContiguous())
-      check(invalidArgument(
-          "bind_cache: " + what +
-          " must be contiguous; a strided block dimension is not supported "
-          "yet"));
-    KVCacheRef cache;
-    cache.desc = decl;
-    cache.desc.numBlocks = ref.sizes[0];
-    cache.data = ref.data;
-    cache.scale = scale;
+    KVCacheRef cache = value(python::cacheFromTensor(
+        t, executor_->artifact().caches()[size_t(index)].desc, scale,
+        "bind_cache: " + what));
     check(executor_->bindCache(name, cache));
     bound_[name] = std::move(t.owner);
   }
@@ -251,7 +150,8 @@ Artifact loadArtifact(py::handle source) {
   py::module_ os = py::module_::import("os");
   if (py::isinstance<py::str>(source) ||
       py::isinstance(source, os.attr("PathLike")))
-    return value(Artifact::loadFile(os.attr("fspath")(source).cast<std::string>()));
+    return value(
+        Artifact::loadFile(os.attr("fspath")(source).cast<std::string>()));
   throw py::type_error("Artifact.load: expected bytes or a path");
 }
 
@@ -259,14 +159,13 @@ Artifact loadArtifact(py::handle source) {
 
 PYBIND11_MODULE(_mlart, m) {
   m.doc() = "The MLA runtime (MLIR-free): devices, artifacts, executors.";
-  errorType = py::exception<RuntimeErrorTag>(m, "Error", PyExc_RuntimeError);
+  python::defineErrorType(m);
 
   py::class_<PyDevice>(m, "Device", "A compute device: 'cpu' or 'cuda:N'.")
       .def(py::init<const std::string &>(), py::arg("spec") = "cpu")
       .def_property_readonly("name", &PyDevice::name)
       .def_property(
-          "memory_limit",
-          [](PyDevice &d) { return d.device().memoryLimit(); },
+          "memory_limit", [](PyDevice &d) { return d.device().memoryLimit(); },
           [](PyDevice &d, uint64_t bytes) { d.device().setMemoryLimit(bytes); },
           "Bytes the device's live allocations may hold together (0 "
           "restores the default: what the device has).")
@@ -285,8 +184,9 @@ PYBIND11_MODULE(_mlart, m) {
             check(s);
           },
           py::arg("stream") = py::none())
-      .def("__repr__",
-           [](PyDevice &d) { return "mla.runtime.Device('" + d.name() + "')"; });
+      .def("__repr__", [](PyDevice &d) {
+        return "mla.runtime.Device('" + d.name() + "')";
+      });
 
   py::class_<BufferDecl>(m, "BufferInfo", "A buffer the artifact declares.")
       .def_readonly("name", &BufferDecl::name)
@@ -297,13 +197,14 @@ PYBIND11_MODULE(_mlart, m) {
       .def_property_readonly(
           "shape", [](const BufferDecl &b) { return shapeOf(b.rank, b.sizes); })
       .def("__repr__", [](const BufferDecl &b) {
-        return "BufferInfo('" + b.name + "', " + bufferRoleName(b.role) +
-               ", " + dtypeName(b.dtype) + ", " +
+        return "BufferInfo('" + b.name + "', " + bufferRoleName(b.role) + ", " +
+               dtypeName(b.dtype) + ", " +
                std::string(py::str(shapeOf(b.rank, b.sizes))) + ")";
       });
 
-  py::class_<CacheDecl>(m, "CacheInfo", "A paged KV cache the artifact "
-                                        "declares.")
+  py::class_<CacheDecl>(m, "CacheInfo",
+                        "A paged KV cache the artifact "
+                        "declares.")
       .def_readonly("name", &CacheDecl::name)
       .def_property_readonly(
           "layout",
@@ -320,8 +221,8 @@ PYBIND11_MODULE(_mlart, m) {
           "block_size", [](const CacheDecl &c) { return c.desc.blockSize; })
       .def_property_readonly(
           "latent_rank", [](const CacheDecl &c) { return c.desc.latentRank; })
-      .def_property_readonly(
-          "rope_dim", [](const CacheDecl &c) { return c.desc.ropeDim; })
+      .def_property_readonly("rope_dim",
+                             [](const CacheDecl &c) { return c.desc.ropeDim; })
       .def_property_readonly(
           "row_bytes", [](const CacheDecl &c) { return c.desc.rowBytes(); })
       .def(
@@ -332,14 +233,14 @@ PYBIND11_MODULE(_mlart, m) {
               throw py::value_error("shape: the artifact leaves the block "
                                     "count to the caller; pass num_blocks");
             return py::make_tuple(blocks, c.desc.blockSize,
-                                  cacheRowElements(c.desc));
+                                  python::cacheRowElements(c.desc));
           },
           py::arg("num_blocks") = py::none(),
           "The shape of the tensor bind_cache takes; its element type is "
           "`dtype` (f8E4M3FN: uint8 bytes).")
       .def("__repr__", [](const CacheDecl &c) {
-        return "CacheInfo('" + c.name + "', " +
-               cacheLayoutName(c.desc.layout) + ", " + dtypeName(c.desc.dtype) +
+        return "CacheInfo('" + c.name + "', " + cacheLayoutName(c.desc.layout) +
+               ", " + dtypeName(c.desc.dtype) +
                ", block_size=" + std::to_string(c.desc.blockSize) + ")";
       });
 
@@ -349,8 +250,8 @@ PYBIND11_MODULE(_mlart, m) {
           "opcode", [](const Instruction &i) { return opcodeName(i.opcode); })
       .def_readonly("location", &Instruction::location)
       .def("__repr__", [](const Instruction &i) {
-        return std::string("InstructionInfo(") + opcodeName(i.opcode) +
-               ", '" + i.location + "')";
+        return std::string("InstructionInfo(") + opcodeName(i.opcode) + ", '" +
+               i.location + "')";
       });
 
   py::class_<Artifact>(m, "Artifact", "A compiled step (docs/artifact.md).")
@@ -378,10 +279,9 @@ PYBIND11_MODULE(_mlart, m) {
            "Binds cache `name` to the caller's cache tensor "
            "(CacheInfo.shape()), without copying it.")
       .def("unbind_all", &PyExecutor::unbindAll)
-      .def_property_readonly("fully_bound",
-                             [](PyExecutor &e) {
-                               return e.executor().fullyBound();
-                             })
+      .def_property_readonly(
+          "fully_bound",
+          [](PyExecutor &e) { return e.executor().fullyBound(); })
       .def("is_bound", &PyExecutor::isBound, py::arg("name"))
       .def("prepare", &PyExecutor::prepare, py::arg("stream") = py::none())
       .def("run", &PyExecutor::run, py::arg("stream") = py::none(),
@@ -390,7 +290,9 @@ PYBIND11_MODULE(_mlart, m) {
            py::arg("stream") = py::none())
       .def("replay", &PyExecutor::replay, py::arg("stream") = py::none(),
            py::arg("wait") = true)
-      .def_property_readonly("artifact", [](PyExecutor &e) {
-        return e.executor().artifact();
-      });
+      .def_property_readonly(
+          "artifact", [](PyExecutor &e) { return e.executor().artifact(); });
+
+  // After the classes, so that the ops' signatures name their types.
+  python::defineOps(m);
 }

@@ -1,4 +1,5 @@
-//===- Compiler.h - In-process compilation to a runtime artifact -*- C++ -*-===//
+//===- Compiler.h - In-process compilation to a runtime artifact -*- C++
+//-*-===//
 //
 // What `mla-gen | mla-opt -mla-{decode,prefill}-pipeline | mla-translate
 // --mla-to-artifact` does, as one library call for embedders (the Python

@@ -1,0 +1,155 @@
+"""mla.ops on NumPy arrays (the CPU kernels): vLLM's concat_and_cache_mla
+grid and FlashMLA-shaped decode, against NumPy references, on the caller's
+own cache."""
+
+import numpy as np
+import pytest
+
+import mla.ops as ops
+import mla.runtime as rt
+
+LATENT, ROPE = 512, 64
+
+
+def e4m3fn_values():
+    """The value of every f8E4M3FN byte (NaN for 0x7f and 0xff)."""
+    values = np.empty(256)
+    for byte in range(256):
+        sign = -1.0 if byte & 0x80 else 1.0
+        exponent, mantissa = (byte >> 3) & 0xF, byte & 0x7
+        if exponent == 0xF and mantissa == 0x7:
+            values[byte] = np.nan
+        elif exponent == 0:
+            values[byte] = sign * mantissa / 8 * 2.0 ** -6
+        else:
+            values[byte] = sign * (1 + mantissa / 8) * 2.0 ** (exponent - 7)
+    return values
+
+
+def to_bf16_bits(x):
+    """Round-to-nearest-even bf16 bits of float32 values (uint16)."""
+    bits = x.astype(np.float32).view(np.uint32)
+    rounding = 0x7FFF + ((bits >> 16) & 1)
+    return ((bits + rounding) >> 16).astype(np.uint16)
+
+
+def from_bf16_bits(bits):
+    return (bits.astype(np.uint32) << 16).view(np.float32)
+
+
+@pytest.mark.parametrize("num_tokens", [1, 42])
+@pytest.mark.parametrize("block_size", [16, 64])
+@pytest.mark.parametrize("dtype", ["f32", "bf16"])
+def test_concat_and_cache_mla_writes_exactly_the_slots(rng, num_tokens,
+                                                       block_size, dtype):
+    num_blocks = 8
+    kv_c = rng.standard_normal((num_tokens, LATENT), np.float32)
+    k_pe = rng.standard_normal((num_tokens, ROPE), np.float32)
+    slots = rng.choice(num_blocks * block_size, num_tokens, replace=False)
+    if num_tokens > 1:
+        slots[0] = -1  # a padded token: skipped
+    if dtype == "bf16":  # NumPy has no bfloat16: uint16 carries its bits
+        kv_c, k_pe = to_bf16_bits(kv_c), to_bf16_bits(k_pe)
+        cache = np.full((num_blocks, block_size, LATENT + ROPE), 0xA5A5,
+                        np.uint16)
+    else:
+        cache = np.full((num_blocks, block_size, LATENT + ROPE), -3.5,
+                        np.float32)
+    expected = cache.copy().reshape(-1, LATENT + ROPE)
+    for t, slot in enumerate(slots):
+        if slot >= 0:
+            expected[slot] = np.concatenate([kv_c[t], k_pe[t]])
+    ops.concat_and_cache_mla(kv_c, k_pe, cache, slots.astype(np.int64))
+    np.testing.assert_array_equal(cache.reshape(expected.shape), expected)
+
+
+def test_concat_and_cache_mla_fp8_rounds_to_the_nearest_value(rng):
+    num_tokens, block_size, scale = 17, 16, np.float32([0.05])
+    kv_c = rng.standard_normal((num_tokens, LATENT), np.float32)
+    k_pe = rng.standard_normal((num_tokens, ROPE), np.float32)
+    cache = np.zeros((4, block_size, LATENT + ROPE), np.uint8)
+    slots = np.arange(num_tokens, dtype=np.int64) * 3
+    ops.concat_and_cache_mla(kv_c, k_pe, cache, slots, "fp8", scale)
+    table = e4m3fn_values()
+    rows = cache.reshape(-1, LATENT + ROPE)[slots]
+    want = np.concatenate([kv_c, k_pe], 1).astype(np.float64) / scale[0]
+    got = table[rows]
+    finite = np.where(np.isnan(table), np.inf, table)
+    # Nothing representable is nearer to x/scale than what was stored.
+    nearest = np.abs(finite[None, None, :] - want[..., None]).min(-1)
+    assert np.all(np.abs(got - want) <= nearest + 1e-12)
+    untouched = np.delete(cache.reshape(-1, LATENT + ROPE), slots, 0)
+    assert not untouched.any()
+
+
+def test_concat_and_cache_mla_refuses_a_bad_slot_and_writes_nothing(rng):
+    cache = np.zeros((2, 16, LATENT + ROPE), np.float32)
+    kv_c = rng.standard_normal((2, LATENT), np.float32)
+    k_pe = rng.standard_normal((2, ROPE), np.float32)
+    with pytest.raises(rt.Error, match="OUT_OF_RANGE"):
+        ops.concat_and_cache_mla(kv_c, k_pe, cache, np.array([0, 32]))
+    assert not cache.any()
+    with pytest.raises(rt.Error, match="kv_cache needs a"):
+        ops.concat_and_cache_mla(kv_c, k_pe, cache[:, :, :500],
+                                 np.array([0, 1]))
+    with pytest.raises(ValueError, match="kv_cache_dtype"):
+        ops.concat_and_cache_mla(kv_c, k_pe, cache, np.array([0, 1]), "fp4")
+
+
+def decode_reference(q, cache, block_table, seq_lens, scale, latent):
+    """Absorbed attention over a paged cache, float64: out [B, H, latent],
+    natural-log lse [B, H]."""
+    batch, heads, _ = q.shape
+    block = cache.shape[1]
+    out = np.zeros((batch, heads, latent))
+    lse = np.zeros((batch, heads))
+    for b in range(batch):
+        n = seq_lens[b]
+        slots = [block_table[b, j // block] * block + j % block
+                 for j in range(n)]
+        rows = cache.reshape(-1, cache.shape[-1])[slots].astype(np.float64)
+        scores = q[b].astype(np.float64) @ rows.T * scale  # [H, n]
+        top = scores.max(-1, keepdims=True)
+        p = np.exp(scores - top)
+        lse[b] = np.log(p.sum(-1)) + top[:, 0]
+        out[b] = (p / p.sum(-1, keepdims=True)) @ rows[:, :latent]
+    return out, lse
+
+
+@pytest.mark.parametrize("heads", [16, 128])
+def test_flash_mla_decode_matches_a_float64_reference(rng, heads):
+    batch, block, num_blocks = 3, 16, 12
+    seq_lens = np.array([1, 17, 40], np.int32)
+    table = np.zeros((batch, 4), np.int32)
+    table[0, 0], table[1, :2], table[2, :3] = 5, [1, 7], [2, 9, 11]
+    cache = rng.standard_normal((num_blocks, block, 1, LATENT + ROPE),
+                                np.float32)
+    q = rng.standard_normal((batch, 1, heads, LATENT + ROPE), np.float32)
+    out, lse = ops.flash_mla_decode(q, cache, table, seq_lens, LATENT)
+    assert out.shape == (batch, 1, heads, LATENT)
+    assert lse.shape == (batch, heads, 1)
+    want, want_lse = decode_reference(q[:, 0], cache[:, :, 0], table,
+                                      seq_lens, (LATENT + ROPE) ** -0.5,
+                                      LATENT)
+    np.testing.assert_allclose(out[:, 0], want, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(lse[:, :, 0], want_lse, rtol=1e-5, atol=1e-5)
+    # In place, into the caller's output.
+    mine = np.full_like(out, np.nan)
+    ops.flash_mla_decode(q, cache, table, seq_lens, LATENT, out=mine)
+    np.testing.assert_array_equal(mine, out)
+
+
+def test_flash_mla_decode_refusals(rng):
+    cache = np.zeros((4, 16, LATENT + ROPE), np.float32)
+    q = np.zeros((1, 2, 16, LATENT + ROPE), np.float32)
+    table = np.array([[1]], np.int32)
+    with pytest.raises(ValueError, match="s_q == 1"):
+        ops.flash_mla_decode(q, cache, table, np.array([4], np.int32))
+    q = q[:, :1]
+    with pytest.raises(rt.Error, match="OUT_OF_RANGE|INVALID_ARGUMENT"):
+        ops.flash_mla_decode(q, cache, table, np.array([17], np.int32))
+    strided_out = np.zeros((1, 1, 16, 2 * LATENT), np.float32)[..., ::2]
+    with pytest.raises(rt.Error, match="out must have unit stride"):
+        ops.flash_mla_decode(q, cache, table, np.array([4], np.int32),
+                             out=strided_out)
+    assert not strided_out.any()
