@@ -35,7 +35,7 @@ StatusOr<KVCacheRef> cacheFromTensor(const ImportedTensor &tensor,
   if (!ref.isContiguous())
     return invalidArgument(what + " must be contiguous; a strided block "
                                   "dimension is not supported yet");
-  if (!(std::isfinite(scale) && scale > 0))
+  if (!std::isfinite(scale) || scale <= 0)
     return invalidArgument(what + ": scale must be finite and > 0");
   desc.numBlocks = ref.sizes[0];
   MLART_RETURN_IF_ERROR(desc.validate());
