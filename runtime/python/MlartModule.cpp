@@ -172,6 +172,31 @@ PYBIND11_MODULE(_mlart, m) {
       .def_property_readonly(
           "bytes_allocated",
           [](PyDevice &d) { return d.device().bytesAllocated(); })
+      .def_property(
+          "synchronous_checks",
+          [](PyDevice &d) { return d.synchronousChecks(); },
+          [](PyDevice &d, bool on) { check(d.setSynchronousChecks(on)); },
+          "True (the default): every checked kernel call waits for its "
+          "device-side checks (a bad slot, a protected block) and returns "
+          "their verdict. False (CUDA): calls only enqueue, so they can run "
+          "on the caller's stream and inside the caller's CUDA graph "
+          "capture; check_errors() reports what the checks recorded.")
+      .def(
+          "check_errors",
+          [](PyDevice &d, py::handle stream) {
+            StreamHandle h = d.stream(stream);
+            Status s;
+            {
+              py::gil_scoped_release release;
+              s = d.device().checkErrors(h);
+            }
+            check(s);
+          },
+          py::arg("stream") = py::none(),
+          "Synchronises `stream` and raises Error for what asynchronous "
+          "device-side checks recorded since the last check (on any "
+          "stream of the device: there is one record a device), clearing "
+          "it.")
       .def(
           "synchronize",
           [](PyDevice &d, py::handle stream) {

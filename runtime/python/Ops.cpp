@@ -103,7 +103,9 @@ int64_t blockSizeOf(const TensorRef &cache) {
 
 /// The last dimension (0 for a scalar): the latent or rope width a cache
 /// row is made of.
-int64_t lastDim(const TensorRef &t) { return t.rank > 0 ? t.sizes[t.rank - 1] : 0; }
+int64_t lastDim(const TensorRef &t) {
+  return t.rank > 0 ? t.sizes[t.rank - 1] : 0;
+}
 
 } // namespace
 
@@ -134,8 +136,8 @@ void defineOps(py::module_ &m) {
       "_decode_attention",
       [](PyDevice &device, py::handle q, py::handle kvCache,
          const std::string &layout, float scale, py::handle blockTable,
-         py::handle seqLens, float softmaxScale, py::handle out,
-         py::handle lse, int64_t latent, int numSplits, py::handle stream) {
+         py::handle seqLens, float softmaxScale, py::handle out, py::handle lse,
+         int64_t latent, int numSplits, py::handle stream) {
         CallTensors t(device, stream);
         DecodeAttentionArgs a;
         a.q = t.get(q, "q");
@@ -146,11 +148,11 @@ void defineOps(py::module_ &m) {
                                 " must be positive and below q's last "
                                 "dimension " +
                                 std::to_string(row)));
-        a.cache = value(cacheFromTensor(cache,
-                                        cacheDesc(layout, blockSizeOf(cache.ref),
-                                                  latent, row - latent,
-                                                  cache.ref.dtype),
-                                        scale, "kv_cache"));
+        a.cache = value(
+            cacheFromTensor(cache,
+                            cacheDesc(layout, blockSizeOf(cache.ref), latent,
+                                      row - latent, cache.ref.dtype),
+                            scale, "kv_cache"));
         a.blockTable = t.get(blockTable, "block_table");
         a.seqLens = t.get(seqLens, "cache_seqlens");
         a.softmaxScale = softmaxScale;

@@ -59,6 +59,19 @@ std::string PyDevice::name() const {
          std::to_string(static_cast<const CudaDevice &>(*device_).ordinal());
 }
 
+Status PyDevice::setSynchronousChecks(bool on) {
+  if (device_->kind() == DeviceKind::Cpu) {
+    if (!on)
+      return invalidArgument("synchronous_checks: the cpu device checks every "
+                             "call before it writes; it has no asynchronous "
+                             "mode");
+    return Status::success();
+  }
+  static_cast<CudaDevice &>(*device_).setSynchronousChecks(on);
+  synchronousChecks_ = on;
+  return Status::success();
+}
+
 StreamHandle PyDevice::stream(py::handle s) const {
   if (s.is_none())
     return nullptr;

@@ -39,6 +39,11 @@ public:
   Device &device() { return *device_; }
   /// "cpu" or "cuda:N".
   std::string name() const;
+  /// Device-side checks of CUDA calls: synchronous (each call returns their
+  /// verdict) or recorded for checkErrors. The CPU checks every call before
+  /// it writes: it is always synchronous and refuses to be switched.
+  bool synchronousChecks() const { return synchronousChecks_; }
+  Status setSynchronousChecks(bool on);
 
   /// The stream handle a Python stream argument names: None (the default
   /// stream), an int (a cudaStream_t, e.g. torch.cuda.Stream.cuda_stream)
@@ -47,6 +52,7 @@ public:
 
 private:
   std::unique_ptr<Device> device_;
+  bool synchronousChecks_ = true;
 };
 
 /// Registers the kernel ops behind mla.ops (Ops.cpp).

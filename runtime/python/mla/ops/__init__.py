@@ -11,7 +11,7 @@ callers' (vLLM's ``concat_and_cache_mla``; FlashMLA's
 import mla.runtime as _rt
 from mla.runtime import _mlart
 
-__all__ = ["concat_and_cache_mla", "flash_mla_decode"]
+__all__ = ["concat_and_cache_mla", "device_of", "flash_mla_decode"]
 
 # vLLM's kv_cache_dtype strings -> the runtime's cache layouts.
 _LAYOUTS = {"auto": "plain", "bf16": "plain", "fp8": "fp8_per_tensor",
@@ -39,6 +39,14 @@ def _device_and_stream(tensor, stream):
     if name not in _devices:
         _devices[name] = _rt.Device(name)
     return _devices[name], stream
+
+
+def device_of(tensor):
+    """The runtime Device the ops use for `tensor`'s device: set its
+    ``synchronous_checks = False`` for calls that only enqueue (the
+    engine's fast path, CUDA graph capture) and read the checks with its
+    ``check_errors(stream)``."""
+    return _device_and_stream(tensor, 0)[0]
 
 
 def _layout(kv_cache_dtype):
