@@ -27,13 +27,13 @@ echo "build rc=$? ($(( $(date +%s) - start )) s)" | tee -a "$sum"
 tail -3 "$OUT/build.log"
 export PYTHONPATH=/tmp/rt/python_packages${PYTHONPATH:+:$PYTHONPATH}
 export MLA_CUDA_ARTIFACTS=$prep PYTHONUNBUFFERED=1
-timeout 240 python3 -m pytest -q -rs -p no:cacheprovider test/python/test_cuda.py > "$OUT/pytest.log" 2>&1
+timeout 150 python3 -m pytest -q -rs -p no:cacheprovider test/python/test_cuda.py > "$OUT/pytest.log" 2>&1
 echo "pytest rc=$?" | tee -a "$sum"; tail -15 "$OUT/pytest.log"
-timeout 200 compute-sanitizer --tool memcheck --error-exitcode 9 python3 -m pytest -q -p no:cacheprovider test/python/test_cuda.py > "$OUT/memcheck.log" 2>&1
+timeout 120 compute-sanitizer --tool memcheck --error-exitcode 9 python3 -m pytest -q -p no:cacheprovider -k "capture or concat" test/python/test_cuda.py > "$OUT/memcheck.log" 2>&1
 echo "memcheck rc=$?" | tee -a "$sum"; grep -E "ERROR SUMMARY|passed|failed" "$OUT/memcheck.log" | tail -3
-timeout 150 python3 runtime/bench/python/torch_graph_step.py "$prep/b64.cg.mlaa" --mla-run "$prep/mla-run" --json "$OUT/torch-graph.json" > "$OUT/torch-graph.log" 2>&1
+timeout 100 python3 runtime/bench/python/torch_graph_step.py "$prep/b64.cg.mlaa" --mla-run "$prep/mla-run" --json "$OUT/torch-graph.json" > "$OUT/torch-graph.log" 2>&1
 echo "torch graph bench rc=$?" | tee -a "$sum"; cat "$OUT/torch-graph.log"
-timeout 120 "$prep/mla-bench" --output="$OUT/mla-bench.json" --step-only --quick --step="$prep/b64.cg.mlaa" > "$OUT/mla-bench.log" 2>&1
+timeout 90 "$prep/mla-bench" --output="$OUT/mla-bench.json" --step-only --quick --step="$prep/b64.cg.mlaa" > "$OUT/mla-bench.log" 2>&1
 echo "mla-bench rc=$?" | tee -a "$sum"
 python3 -c 'import json,sys; rows=json.load(open(sys.argv[1])); print("mla-bench JSON parses:", type(rows).__name__, len(rows))' "$OUT/mla-bench.json" 2>&1 | tee -a "$sum"
 tail -12 "$OUT/mla-bench.log"
