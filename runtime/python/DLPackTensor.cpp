@@ -118,12 +118,24 @@ StatusOr<ImportedTensor> importTensor(py::handle object,
   return out;
 }
 
+std::optional<intptr_t> dlpackStream(const Device &device,
+                                     StreamHandle stream) {
+  if (device.kind() == DeviceKind::Cpu)
+    return std::nullopt;
+  if (!stream)
+    return 1;
+  return reinterpret_cast<intptr_t>(stream);
+}
+
 Status checkDevice(const ImportedTensor &tensor, const Device &device,
                    const std::string &what) {
+  std::string where = deviceTypeName(tensor.deviceType);
+  if (tensor.deviceType != kDLCPU)
+    where += ":" + std::to_string(tensor.deviceId);
   if (device.kind() == DeviceKind::Cpu) {
     if (tensor.deviceType == kDLCPU)
       return Status::success();
-    return invalidArgument(what + ": a " + deviceTypeName(tensor.deviceType) +
+    return invalidArgument(what + ": a " + where +
                            " tensor cannot be used on the cpu device");
   }
   const int ordinal = static_cast<const CudaDevice &>(device).ordinal();
@@ -131,8 +143,7 @@ Status checkDevice(const ImportedTensor &tensor, const Device &device,
       tensor.deviceId == ordinal)
     return Status::success();
   return invalidArgument(
-      what + ": a " + deviceTypeName(tensor.deviceType) + ":" +
-      std::to_string(tensor.deviceId) +
+      what + ": a " + where +
       " tensor cannot be used on cuda:" + std::to_string(ordinal));
 }
 

@@ -42,6 +42,11 @@ StatusOr<ImportedTensor> importTensor(pybind11::handle object,
                                       std::optional<intptr_t> stream,
                                       const std::string &what);
 
+/// DLPack's `stream` argument for work on `stream` of `device`: none on
+/// the CPU; on CUDA the handle, where the legacy default stream (null) is
+/// 1, as the protocol spells it (0 is ambiguous there and refused).
+std::optional<intptr_t> dlpackStream(const Device &device, StreamHandle stream);
+
 /// OK when `device` can address the tensor's memory (host memory for the
 /// CPU device, memory of its GPU for a CUDA device).
 Status checkDevice(const ImportedTensor &tensor, const Device &device,

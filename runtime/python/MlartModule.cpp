@@ -128,9 +128,7 @@ public:
 private:
   /// What a CUDA producer is told about the stream that uses its tensor.
   std::optional<intptr_t> streamArgument(py::handle stream) const {
-    if (device_.device().kind() == DeviceKind::Cpu)
-      return std::nullopt;
-    return reinterpret_cast<intptr_t>(device_.stream(stream));
+    return python::dlpackStream(device_.device(), device_.stream(stream));
   }
 
   py::object deviceObject_; ///< keeps the device alive

@@ -56,9 +56,7 @@ public:
 
 private:
   std::optional<intptr_t> streamArgument() const {
-    if (device_.device().kind() == DeviceKind::Cpu)
-      return std::nullopt;
-    return reinterpret_cast<intptr_t>(stream_);
+    return dlpackStream(device_.device(), stream_);
   }
 
   PyDevice &device_;

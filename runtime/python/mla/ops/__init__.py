@@ -83,12 +83,11 @@ def _view(tensor, shape):
     """`tensor` seen with `shape`, never a copy (a kernel writes into it)."""
     if hasattr(tensor, "view") and hasattr(tensor, "new_empty"):  # torch
         return tensor.view(shape)
-    view = tensor.view()
-    try:
-        view.shape = shape
-    except AttributeError:
+    import numpy as np
+    view = np.reshape(tensor, shape)
+    if not np.may_share_memory(view, tensor):
         raise ValueError(f"a tensor of shape {tensor.shape} cannot be seen "
-                         f"as {shape} without a copy") from None
+                         f"as {shape} without a copy")
     return view
 
 
