@@ -23,6 +23,8 @@ seeds=$work/seeds
 rm -rf "$seeds"
 mkdir -p "$seeds"/{ir,artifact,step,npy} "$work"/crashes
 python3 "$root/test/fuzz/make-seeds.py" --root "$root" --bin "$bin" --out "$seeds"
+# What the long campaign found beyond those seeds (docs/fuzzing.md).
+tar xJf "$root/test/fuzz/campaign-corpus.tar.xz" -C "$seeds"
 
 run() {
   local target=$1 corpus=$2 seconds=$3; shift 3

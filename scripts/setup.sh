@@ -10,7 +10,8 @@ set -euo pipefail
 packages=(ninja-build cmake libmlir-22-dev mlir-22-tools llvm-22-dev llvm-22-tools
           clang-22 lld-22 libclang-rt-22-dev ccache libgtest-dev libbenchmark-dev
           python3 clang-format-22 clang-tidy-22
-          python3-dev pybind11-dev libdlpack-dev python3-numpy python3-pytest)
+          python3-dev pybind11-dev libdlpack-dev python3-numpy python3-pytest
+          xz-utils)
 
 missing=()
 for p in "${packages[@]}"; do
