@@ -109,3 +109,7 @@ def model_config(model):
     mscale^2 when the config scales rope)."""
     preset, config = _model_arguments(model)
     return _mlac.model_config(preset, config)
+
+
+from .buckets import DEFAULT_BUCKETS, compile_buckets  # noqa: E402
+__all__ += ["DEFAULT_BUCKETS", "compile_buckets"]

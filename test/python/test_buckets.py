@@ -1,0 +1,93 @@
+"""Decode buckets: compile_buckets with its on-disk cache, and
+DecodeBuckets padding a batch to the smallest bucket that holds it."""
+
+import os
+import sys
+
+import numpy as np
+import pytest
+
+import mla.compiler as mc
+import mla.runtime as rt
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..",
+                                "examples", "python"))
+import deepseek_layer  # noqa: E402
+
+CONFIG = {
+    "hidden_size": 256, "num_attention_heads": 4, "q_lora_rank": None,
+    "kv_lora_rank": 128, "qk_nope_head_dim": 32, "qk_rope_head_dim": 16,
+    "v_head_dim": 48, "num_hidden_layers": 1, "rms_norm_eps": 1e-6,
+}
+STEP = dict(layers=1, dtype="f32", block_size=16, max_blocks_per_seq=2,
+            max_position=32)
+
+
+def test_compile_buckets_caches_on_disk(tmp_path):
+    first = mc.compile_buckets(CONFIG, [4, 2, 8, 4], cache_dir=tmp_path,
+                               **STEP)
+    assert sorted(first) == [2, 4, 8]
+    files = sorted(os.listdir(tmp_path))
+    assert len(files) == 3
+    for batch, artifact in first.items():
+        hidden = next(b for b in rt.Artifact.load(artifact).buffers
+                      if b.name == "hidden_states")
+        assert hidden.shape == (batch, 256)
+    stamps = {f: os.stat(tmp_path / f).st_mtime_ns for f in files}
+    again = mc.compile_buckets(CONFIG, [2, 4, 8], cache_dir=tmp_path, **STEP)
+    assert again == first
+    assert {f: os.stat(tmp_path / f).st_mtime_ns for f in files} == stamps
+    # Other options are another key, not a stale hit.
+    other = mc.compile_buckets(CONFIG, [2], cache_dir=tmp_path,
+                               pipeline="fuse-rope=false", **STEP)
+    assert len(os.listdir(tmp_path)) == 4
+    assert other[2] != first[2]
+    with pytest.raises(TypeError, match="buckets give the batch"):
+        mc.compile_buckets(CONFIG, [2], batch=3)
+    with pytest.raises(ValueError, match="positive"):
+        mc.compile_buckets(CONFIG, [0])
+
+
+def test_a_padded_batch_matches_its_exact_step(rng):
+    artifacts = mc.compile_buckets(CONFIG, [2, 4], **STEP)
+    exact = rt.Artifact.load(mc.compile(model=CONFIG, batch=3, **STEP))
+    device = rt.Device("cpu")
+    weights = deepseek_layer.random_weights(CONFIG, 0, rng)
+    cos_sin = deepseek_layer.cos_sin_table(32, CONFIG["qk_rope_head_dim"])
+    absorbed = dict(rt.absorb(weights, exact), cos_sin_cache=cos_sin)
+    info = exact.caches[0]
+    engine = deepseek_layer.Engine(info, 1 + 3 * 2, 2)
+    engine.cache[:] = rng.standard_normal(engine.cache.shape, np.float32)
+    # Three requests with 5, 9 and 20 cached tokens, then one decode token.
+    for request, count in enumerate([5, 9, 20]):
+        engine.schedule(request, count)
+    step, _ = engine.metadata([0, 1, 2], [1, 1, 1])
+    hidden = rng.standard_normal((3, 256), np.float32)
+    inputs = dict(hidden_states=hidden, **{
+        k: v for k, v in step.items() if k != "query_start_loc"})
+    cache_before = engine.cache.copy()
+
+    buckets = rt.DecodeBuckets(artifacts, device)
+    buckets.bind_weights(absorbed)
+    buckets.bind_cache(info.name, engine.cache)
+    assert buckets.bucket_for(3) == 4
+    outputs = buckets.run(inputs)
+    padded_out = outputs["hidden_states_out"].copy()
+    padded_cache = engine.cache.copy()
+
+    engine.cache[:] = cache_before
+    executor = rt.Executor(exact, device)
+    rt.bind_weights(executor, absorbed)
+    executor.bind_cache(info.name, engine.cache)
+    out = np.zeros((3, 256), np.float32)
+    for name, tensor in dict(inputs, hidden_states_out=out).items():
+        executor.bind(name, tensor)
+    executor.run()
+    np.testing.assert_array_equal(padded_out, out)
+    np.testing.assert_array_equal(padded_cache, engine.cache)
+    assert not np.array_equal(padded_cache, cache_before)
+
+    with pytest.raises(ValueError, match="larger than the largest bucket"):
+        buckets.bucket_for(5)
+    with pytest.raises(ValueError, match="rows, not 3"):
+        buckets.run(dict(inputs, positions=step["positions"][:2]))
