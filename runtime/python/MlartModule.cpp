@@ -16,6 +16,7 @@
 #include "mlart/Executor.h"
 #include "mlart/KVCacheLayout.h"
 #include "mlart/Opcode.h"
+#include "mlart/Version.h"
 
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -157,6 +158,7 @@ Artifact loadArtifact(py::handle source) {
 
 PYBIND11_MODULE(_mlart, m) {
   m.doc() = "The MLA runtime (MLIR-free): devices, artifacts, executors.";
+  m.attr("__version__") = MLART_VERSION_STRING;
   python::defineErrorType(m);
 
   py::class_<PyDevice>(m, "Device", "A compute device: 'cpu' or 'cuda:N'.")

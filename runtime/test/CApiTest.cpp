@@ -33,6 +33,16 @@ TEST(CApi, CompiledAsCReportsErrorsWithMessages) {
   EXPECT_NE(std::strstr(msg, "slot_mapping[1] = 4096"), nullptr) << msg;
 }
 
+TEST(CApi, VersionIsTheHeadersAndReadsAsItsString) {
+  EXPECT_EQ(mlart_version(), MLART_VERSION);
+  EXPECT_EQ(std::to_string(MLART_VERSION_MAJOR) + "." +
+                std::to_string(MLART_VERSION_MINOR) + "." +
+                std::to_string(MLART_VERSION_PATCH),
+            mlart_version_string());
+  EXPECT_EQ(MLART_VERSION, MLART_VERSION_MAJOR * 10000 +
+                               MLART_VERSION_MINOR * 100 + MLART_VERSION_PATCH);
+}
+
 TEST(CApi, NullStatusIsOk) {
   EXPECT_EQ(mlart_status_get_code(nullptr), MLART_STATUS_OK);
   EXPECT_STREQ(mlart_status_message(nullptr), "");

@@ -1,5 +1,8 @@
 // Embedding check: parse mla IR and build a step with the C++ builder
-// (mla/ModelGen), run mla-extract-kv-update on both, verify the results.
+// (mla/ModelGen), run mla-extract-kv-update on both, verify the results;
+// then compile an RMSNorm step in process (mla/Compiler) and write its
+// artifact to argv[1], for runtime-consumer.c to run through libmlart.so.
+#include "mla/Compiler/Compiler.h"
 #include "mla/Dialect/MLA/IR/MLAOps.h"
 #include "mla/InitAll.h"
 #include "mla/ModelGen/ModelGen.h"
@@ -12,6 +15,7 @@
 #include "mlir/Pass/PassRegistry.h"
 
 #include <cstdio>
+#include <fstream>
 
 static const char *kModule = R"mlir(
 func.func @step(%q: tensor<2x16x192xbf16>, %c: tensor<2x512xbf16>, %p: tensor<2x64xbf16>,
@@ -36,7 +40,34 @@ static int extractAndCount(mlir::MLIRContext &context, mlir::ModuleOp module) {
   return updates;
 }
 
-int main() {
+static const char *kNormStep = R"mlir(
+func.func @norm(%x: tensor<2x8xf32> {mla.name = "hidden_states"},
+                %w: tensor<8xf32> {mla.name = "w"}) -> tensor<2x8xf32> {
+  %0 = mla.rms_norm %x, %w {epsilon = 1.0e-6 : f32} : tensor<2x8xf32>, tensor<8xf32>
+  return %0 : tensor<2x8xf32>
+}
+)mlir";
+
+/// Compiles kNormStep in process and writes the artifact to `path`.
+static int writeNormArtifact(const char *path) {
+  mlir::mla::CompileOptions options;
+  options.optimize = false;
+  auto result = mlir::mla::compileSource(kNormStep, "norm.mlir", options);
+  if (!result) {
+    std::fprintf(stderr, "%s\n", llvm::toString(result.takeError()).c_str());
+    return 1;
+  }
+  std::ofstream out(path, std::ios::binary);
+  out.write(reinterpret_cast<const char *>(result->artifact.data()),
+            std::streamsize(result->artifact.size()));
+  std::printf("compiled in process: %zu artifact bytes\n",
+              result->artifact.size());
+  return out.good() ? 0 : 1;
+}
+
+int main(int argc, char **argv) {
+  if (argc > 1 && writeNormArtifact(argv[1]) != 0)
+    return 1;
   mlir::DialectRegistry registry;
   mlir::mla::registerAllDialects(registry);
   mlir::mla::registerAllPasses();

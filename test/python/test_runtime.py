@@ -157,3 +157,13 @@ def test_bind_weights_checks_names_before_binding(norm_artifact):
     assert not executor.is_bound("norm.weight")
     rt.bind_weights(executor, {"norm.weight": np.ones(32, np.float32)})
     assert executor.is_bound("norm.weight")
+
+
+def test_version_is_the_projects():
+    import os
+    import re
+    assert re.fullmatch(r"\d+\.\d+\.\d+", rt.__version__)
+    version_file = os.path.join(os.path.dirname(__file__), "..", "..",
+                                "runtime", "VERSION")
+    with open(version_file) as f:
+        assert f.read().strip() == rt.__version__

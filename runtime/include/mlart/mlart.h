@@ -11,12 +11,24 @@
 #ifndef MLART_MLART_H
 #define MLART_MLART_H
 
+#include "mlart/Version.h"
+
 #include <stddef.h>
 #include <stdint.h>
 
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/*---- Version ------------------------------------------------------------*/
+
+/** The library's version, MLART_VERSION of its build (major * 10000 +
+ *  minor * 100 + patch): compare it with the MLART_VERSION a program was
+ *  compiled against. 0.x releases may break the ABI in any minor version;
+ *  the shared library's SONAME (libmlart.so.MAJOR.MINOR) says which. */
+int32_t mlart_version(void);
+/** "MAJOR.MINOR.PATCH". */
+const char *mlart_version_string(void);
 
 /*---- Status -------------------------------------------------------------*/
 

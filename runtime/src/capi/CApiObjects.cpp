@@ -123,6 +123,10 @@ Status storeDevice(StatusOr<std::unique_ptr<Device>> created,
 
 extern "C" {
 
+int32_t mlart_version(void) { return MLART_VERSION; }
+
+const char *mlart_version_string(void) { return MLART_VERSION_STRING; }
+
 mlart_status_code mlart_status_get_code(mlart_status status) {
   return status ? status->code : MLART_STATUS_OK;
 }

@@ -8,7 +8,7 @@ or float8: uint16 and uint8 arrays carry their bits. See docs/python.md.
 """
 
 from ._mlart import (Artifact, BufferInfo, CacheInfo, Device, Error, Executor,
-                     InstructionInfo)
+                     InstructionInfo, __version__)
 from .buckets import DecodeBuckets
 from .weights import absorb, bind_weights, split_kv_b_proj
 
