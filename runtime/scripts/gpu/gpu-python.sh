@@ -4,7 +4,8 @@
 # runtime alone, CUDA on) for the machine's python3, runs
 # test/python/test_cuda.py (torch tensors, the caller's stream,
 # torch.cuda.graph capture, the ops against the CPU kernels), once more
-# under compute-sanitizer memcheck, the torch-graph benchmark against
+# under compute-sanitizer memcheck and racecheck (the threads and the
+# capture), the torch-graph benchmark against
 # mla-run --graph, and checks mla-bench's JSON with a JSON parser. Logs in $OUT.
 set -o pipefail
 prep=$(cd "$1" && pwd)
@@ -31,6 +32,8 @@ timeout 150 python3 -m pytest -q -rs -p no:cacheprovider test/python/test_cuda.p
 echo "pytest rc=$?" | tee -a "$sum"; tail -15 "$OUT/pytest.log"
 timeout 120 compute-sanitizer --tool memcheck --error-exitcode 9 python3 -m pytest -q -p no:cacheprovider -k "capture or concat" test/python/test_cuda.py > "$OUT/memcheck.log" 2>&1
 echo "memcheck rc=$?" | tee -a "$sum"; grep -E "ERROR SUMMARY|passed|failed" "$OUT/memcheck.log" | tail -3
+timeout 120 compute-sanitizer --tool racecheck --error-exitcode 9 python3 -m pytest -q -p no:cacheprovider -k "threads or capture" test/python/test_cuda.py > "$OUT/racecheck.log" 2>&1
+echo "racecheck rc=$?" | tee -a "$sum"; grep -E "ERROR SUMMARY|RACECHECK SUMMARY|passed|failed" "$OUT/racecheck.log" | tail -3
 timeout 100 python3 runtime/bench/python/torch_graph_step.py "$prep/b64.cg.mlaa" --mla-run "$prep/mla-run" --json "$OUT/torch-graph.json" > "$OUT/torch-graph.log" 2>&1
 echo "torch graph bench rc=$?" | tee -a "$sum"; cat "$OUT/torch-graph.log"
 timeout 90 "$prep/mla-bench" --output="$OUT/mla-bench.json" --step-only --quick --step="$prep/b64.cg.mlaa" > "$OUT/mla-bench.log" 2>&1
