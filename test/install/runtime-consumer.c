@@ -36,9 +36,12 @@ int main(int argc, char **argv) {
     x[1][i] = 0.25f * (float)(i * i) - 1.0f;
   }
   const int64_t rows[2] = {2, 8}, cols[1] = {8};
-  const mlart_tensor hidden = mlart_tensor_contiguous(x, MLART_DTYPE_F32, 2, rows);
-  const mlart_tensor weight = mlart_tensor_contiguous(w, MLART_DTYPE_F32, 1, cols);
-  const mlart_tensor result = mlart_tensor_contiguous(out, MLART_DTYPE_F32, 2, rows);
+  const mlart_tensor hidden =
+      mlart_tensor_contiguous(x, MLART_DTYPE_F32, 2, rows);
+  const mlart_tensor weight =
+      mlart_tensor_contiguous(w, MLART_DTYPE_F32, 1, cols);
+  const mlart_tensor result =
+      mlart_tensor_contiguous(out, MLART_DTYPE_F32, 2, rows);
   if (failed(mlart_device_create_cpu(&device), "device") ||
       failed(mlart_artifact_load_file(argv[1], &artifact), "load") ||
       failed(mlart_executor_create(device, artifact, &executor), "executor") ||
