@@ -316,7 +316,11 @@ PYBIND11_MODULE(_mlart, m) {
       .def("replay", &PyExecutor::replay, py::arg("stream") = py::none(),
            py::arg("wait") = true)
       .def_property_readonly(
-          "artifact", [](PyExecutor &e) { return e.executor().artifact(); });
+          "artifact",
+          [](PyExecutor &e) -> const Artifact & {
+            return e.executor().artifact();
+          },
+          py::return_value_policy::reference_internal);
 
   // After the classes, so that the ops' signatures name their types.
   python::defineOps(m);
