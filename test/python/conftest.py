@@ -27,6 +27,18 @@ def rms_norm_reference(x, w, eps=1e-6):
     return x / np.sqrt((x * x).mean(-1, keepdims=True) + eps) * w
 
 
+def bf16_bits(x):
+    """Round-to-nearest-even bf16 bits of float32 values, as uint16 (NumPy
+    has no bfloat16; mla.runtime reads uint16 arrays as bf16)."""
+    bits = x.astype(np.float32).view(np.uint32)
+    return ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
+
+
+def bf16_float(bits):
+    """The float32 values of bf16 bits."""
+    return (bits.astype(np.uint32) << 16).view(np.float32)
+
+
 @pytest.fixture
 def rng():
     # Fresh inputs every run; the seed is printed on failure.

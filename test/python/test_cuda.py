@@ -15,6 +15,7 @@ import pytest
 
 import mla.ops as ops
 import mla.runtime as rt
+from conftest import bf16_bits, bf16_float
 
 torch = pytest.importorskip("torch")
 if not torch.cuda.is_available():
@@ -33,15 +34,6 @@ def artifact_path(name):
     if not os.path.exists(path):
         pytest.skip(f"{path} is missing (MLA_CUDA_ARTIFACTS)")
     return path
-
-
-def bf16_bits(x):
-    bits = x.astype(np.float32).view(np.uint32)
-    return ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
-
-
-def bf16_float(bits):
-    return (bits.astype(np.uint32) << 16).view(np.float32)
 
 
 def to_torch(array, dtype_name):

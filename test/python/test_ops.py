@@ -7,6 +7,7 @@ import pytest
 
 import mla.ops as ops
 import mla.runtime as rt
+from conftest import bf16_bits
 
 LATENT, ROPE = 512, 64
 
@@ -26,17 +27,6 @@ def e4m3fn_values():
     return values
 
 
-def to_bf16_bits(x):
-    """Round-to-nearest-even bf16 bits of float32 values (uint16)."""
-    bits = x.astype(np.float32).view(np.uint32)
-    rounding = 0x7FFF + ((bits >> 16) & 1)
-    return ((bits + rounding) >> 16).astype(np.uint16)
-
-
-def from_bf16_bits(bits):
-    return (bits.astype(np.uint32) << 16).view(np.float32)
-
-
 @pytest.mark.parametrize("num_tokens", [1, 42])
 @pytest.mark.parametrize("block_size", [16, 64])
 @pytest.mark.parametrize("dtype", ["f32", "bf16"])
@@ -49,7 +39,7 @@ def test_concat_and_cache_mla_writes_exactly_the_slots(rng, num_tokens,
     if num_tokens > 1:
         slots[0] = -1  # a padded token: skipped
     if dtype == "bf16":  # NumPy has no bfloat16: uint16 carries its bits
-        kv_c, k_pe = to_bf16_bits(kv_c), to_bf16_bits(k_pe)
+        kv_c, k_pe = bf16_bits(kv_c), bf16_bits(k_pe)
         cache = np.full((num_blocks, block_size, LATENT + ROPE), 0xA5A5,
                         np.uint16)
     else:
