@@ -32,17 +32,26 @@ StatusOr<KVCacheRef> cacheFromTensor(const ImportedTensor &tensor,
         ", " + std::to_string(desc.blockSize) + ", " + std::to_string(row) +
         "] " + dtypeName(desc.dtype) + " tensor (" +
         cacheLayoutName(desc.layout) + " layout)");
-  if (!ref.isContiguous())
-    return invalidArgument(what + " must be contiguous; a strided block "
-                                  "dimension is not supported yet");
+  // Rows within a block must be dense; the blocks may be any distance
+  // apart (vLLM's per-layer view of a layer-interleaved allocation).
+  if (ref.strides[2] != 1 || ref.strides[1] != row ||
+      (ref.sizes[0] > 1 && ref.strides[0] < desc.blockSize * row))
+    return invalidArgument(
+        what + " needs dense rows within a block (strides [>= " +
+        std::to_string(desc.blockSize * row) + ", " + std::to_string(row) +
+        ", 1]), got strides [" + std::to_string(ref.strides[0]) + ", " +
+        std::to_string(ref.strides[1]) + ", " + std::to_string(ref.strides[2]) +
+        "]");
   if (!std::isfinite(scale) || scale <= 0)
     return invalidArgument(what + ": scale must be finite and > 0");
   desc.numBlocks = ref.sizes[0];
-  MLART_RETURN_IF_ERROR(desc.validate());
   KVCacheRef cache;
   cache.desc = desc;
   cache.data = ref.data;
+  cache.blockStride =
+      ref.sizes[0] > 1 ? ref.strides[0] * int64_t(dtypeSize(desc.dtype)) : 0;
   cache.scale = scale;
+  MLART_RETURN_IF_ERROR(cache.validate());
   return cache;
 }
 

@@ -3,6 +3,8 @@
 // Engines own their cache: a [num_blocks, block_size, row] tensor (vLLM;
 // FlashMLA's [num_blocks, block_size, 1, row] too), whose row is the
 // layout's in elements of its storage type (bytes for the fp8 layouts).
+// Rows are dense within a block; the block dimension may be strided (a
+// per-layer view of a larger allocation).
 // Both Executor.bind_cache and mla.ops read it through this one check.
 //
 //===----------------------------------------------------------------------===//

@@ -94,8 +94,9 @@ Status Executor::bindCache(const std::string &name, const KVCacheRef &cache) {
     return invalidArgument("bindCache: cache '" + name + "' is declared " +
                            descString(decl) + ", got " +
                            descString(cache.desc));
-  if (!cache.data)
-    return invalidArgument("bindCache: cache '" + name + "' has no memory");
+  if (Status valid = cache.validate(); !valid.ok())
+    return invalidArgument("bindCache: cache '" + name +
+                           "': " + valid.message());
   caches_[size_t(index)] = cache;
   cacheBound_[size_t(index)] = true;
   return Status::success();
@@ -335,9 +336,9 @@ Executor::accessesOf(const Instruction &inst) const {
   if (inst.cache != kNoIndex) {
     const KVCacheRef &cache = caches_[inst.cache];
     const uintptr_t base = reinterpret_cast<uintptr_t>(cache.data);
-    accesses.push_back(MemoryAccess::ofInterval(
-        base, base + uintptr_t(cache.desc.totalBytes()),
-        info.cache == CacheUse::Write));
+    accesses.push_back(
+        MemoryAccess::ofInterval(base, base + uintptr_t(cache.spanBytes()),
+                                 info.cache == CacheUse::Write));
   }
   // Kernels that record into the device's shared error record are kept in
   // program order among themselves, so that a synchronous check reads back
@@ -351,8 +352,11 @@ Executor::accessesOf(const Instruction &inst) const {
 Status Executor::preparePlan() {
   const int streams = device_->supportsConcurrentStreams() ? maxStreams_ : 1;
   std::vector<const void *> key(bufferData_.begin(), bufferData_.end());
-  for (const KVCacheRef &c : caches_)
+  for (const KVCacheRef &c : caches_) {
     key.push_back(c.data);
+    // The stride sets the interval the plan sees the cache occupy.
+    key.push_back(reinterpret_cast<const void *>(uintptr_t(c.blockStride)));
+  }
   key.push_back(reinterpret_cast<const void *>(uintptr_t(streams)));
   // Where the prepared views live (caller memory or the prepared arena);
   // it changes only with the weight addresses, which the key holds.

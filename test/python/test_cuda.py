@@ -207,11 +207,37 @@ def test_refusals_name_the_buffer(cuda, decode_artifact, rng):
             hidden.shape, dtype=torch.bfloat16, device="cuda"))
     info = decode_artifact.caches[0]
     blocks, block, row = info.shape(16)
-    # vLLM's per-layer views of one allocation: a strided block dimension.
-    whole = torch.zeros(blocks, 2, block, row, dtype=torch.bfloat16,
-                        device="cuda")
-    with pytest.raises(rt.Error, match="strided block dimension"):
-        executor.bind_cache(info.name, whole[:, 0])
+    # Rows within a block must be dense.
+    padded_rows = torch.zeros(blocks, block, row + 8, dtype=torch.bfloat16,
+                              device="cuda")
+    with pytest.raises(rt.Error, match="dense rows within a block"):
+        executor.bind_cache(info.name, padded_rows[..., :row])
+
+
+def test_a_strided_per_layer_view_runs_like_a_dense_cache(
+        cuda, decode_artifact, rng):
+    """vLLM's per-layer view of one allocation (a strided block dimension)
+    gives the dense cache's step bit for bit and leaves the other layer's
+    rows alone."""
+    step = Step(decode_artifact, rng)
+    dense_exec = rt.Executor(decode_artifact, cuda)
+    dense_tensors, dense_cache = step.bind(dense_exec, on_cuda=True)
+    dense_exec.run(stream=torch.cuda.current_stream())
+
+    executor = rt.Executor(decode_artifact, cuda)
+    tensors, _ = step.bind(executor, on_cuda=True)
+    blocks, block, row = dense_cache.shape
+    whole = torch.full((blocks, 2, block, row), -7.0, dtype=torch.bfloat16,
+                       device="cuda")
+    layer = whole[:, 1]
+    layer.copy_(to_torch(step.cache, "bf16"))
+    executor.bind_cache(decode_artifact.caches[0].name, layer)
+    executor.run(stream=torch.cuda.current_stream())
+    torch.cuda.synchronize()
+    assert torch.equal(tensors["hidden_states_out"],
+                       dense_tensors["hidden_states_out"])
+    assert torch.equal(layer, dense_cache)
+    assert bool((whole[:, 0] == -7.0).all()), "the other layer was written"
 
 
 @pytest.mark.parametrize("kv_cache_dtype", ["auto", "fp8", "fp8_ds_mla"])

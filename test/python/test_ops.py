@@ -143,3 +143,37 @@ def test_flash_mla_decode_refusals(rng):
         ops.flash_mla_decode(q, cache, table, np.array([4], np.int32),
                              out=strided_out)
     assert not strided_out.any()
+
+
+def test_ops_on_a_strided_per_layer_view_match_a_dense_cache(rng):
+    """vLLM's per-layer [num_blocks, block_size, 576] view of an allocation
+    shared by two layers: writes land in this layer's rows only, and the
+    decode reads them like a dense cache."""
+    num_blocks, block, tokens, heads = 6, 16, 30, 16
+    whole = np.full((num_blocks, 2, block, LATENT + ROPE), -9.0, np.float32)
+    layer = whole[:, 1]
+    assert layer.strides[0] == 2 * layer.strides[1] * block
+    dense = np.full((num_blocks, block, LATENT + ROPE), -9.0, np.float32)
+    kv_c = rng.standard_normal((tokens, LATENT), np.float32)
+    k_pe = rng.standard_normal((tokens, ROPE), np.float32)
+    slots = rng.choice(num_blocks * block, tokens, replace=False)
+    for cache in (dense, layer):
+        ops.concat_and_cache_mla(kv_c, k_pe, cache, slots.astype(np.int64))
+    np.testing.assert_array_equal(layer, dense)
+    assert (whole[:, 0] == -9.0).all(), "the other layer was written"
+
+    table = np.array([[4, 0, 2], [1, 5, 3]], np.int32)
+    seq_lens = np.array([40, 17], np.int32)
+    q = rng.standard_normal((2, 1, heads, LATENT + ROPE), np.float32)
+    want = ops.flash_mla_decode(q, dense, table, seq_lens, LATENT)
+    got = ops.flash_mla_decode(q, layer, table, seq_lens, LATENT)
+    for a, b in zip(got, want):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_a_cache_with_padded_rows_is_refused():
+    cache = np.zeros((4, 16, LATENT + ROPE + 8), np.float32)[..., :LATENT + ROPE]
+    kv_c = np.zeros((1, LATENT), np.float32)
+    k_pe = np.zeros((1, ROPE), np.float32)
+    with pytest.raises(rt.Error, match="dense rows within a block"):
+        ops.concat_and_cache_mla(kv_c, k_pe, cache, np.array([0], np.int64))

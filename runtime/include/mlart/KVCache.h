@@ -1,7 +1,9 @@
 //===- KVCache.h - One layer's paged KV cache: layout plus device memory --===//
 //
-// KVCache owns the bytes of a [num_blocks, block_size, row] cache on a device
-// and produces the non-owning KVCacheRef the kernels take. Checked mode is
+// KVCache owns the bytes of a [num_blocks, block_size, row] cache on a device,
+// or wraps memory its caller owns (an engine's cache tensor, possibly with a
+// strided block dimension), and produces the non-owning KVCacheRef the
+// kernels take. Checked mode is
 // not a property of the cache: the BlockManager knows which blocks are
 // protected and adds its flags to the ref (BlockManager::guard).
 //
@@ -24,6 +26,12 @@ public:
   /// ignored, but still checked, for other layouts). The bytes are zeroed.
   static StatusOr<KVCache> create(Device &device, const KVCacheDesc &desc,
                                   float scale = 1.0f);
+  /// Wraps `data`, memory of `device` the caller owns and keeps alive, as a
+  /// cache with blocks `blockStride` bytes apart (0: dense). Nothing is
+  /// written; the kernels touch only the rows of the slots they are given.
+  static StatusOr<KVCache> wrap(Device &device, const KVCacheDesc &desc,
+                                void *data, int64_t blockStride = 0,
+                                float scale = 1.0f);
 
   KVCache(KVCache &&) = default;
   KVCache &operator=(KVCache &&) = default;
@@ -32,14 +40,20 @@ public:
   float scale() const { return scale_; }
   Device &device() const { return *device_; }
   /// Device address of block 0, slot 0.
-  void *data() const { return buffer_.data(); }
-  /// Total size in bytes (desc().totalBytes()).
-  size_t sizeBytes() const { return buffer_.size(); }
+  void *data() const { return data_; }
+  /// Bytes from one block to the next (dense: blockSize * rowBytes).
+  int64_t blockStride() const { return ref().blockBytes(); }
+  /// Bytes of the rows (desc().totalBytes()), gaps between blocks excluded.
+  size_t sizeBytes() const { return size_t(desc_.totalBytes()); }
+  /// True when the memory is the caller's (wrap).
+  bool isWrapped() const { return buffer_.empty(); }
 
   /// The view kernels take; no write protection.
   KVCacheRef ref() const;
 
-  /// Raw byte access for tests, checkpoints and debugging.
+  /// Raw byte access for tests, checkpoints and debugging. Offsets count
+  /// the rows as if dense ([block, slot, byte], sizeBytes() in all); a
+  /// strided view's gaps are never touched.
   Status writeBytes(size_t offset, const void *src, size_t bytes,
                     StreamHandle stream = nullptr);
   Status readBytes(size_t offset, void *dst, size_t bytes,
@@ -48,14 +62,24 @@ public:
   Status fill(uint8_t value, StreamHandle stream = nullptr);
 
 private:
-  KVCache(Device &device, const KVCacheDesc &desc, float scale, Buffer buffer)
+  KVCache(Device &device, const KVCacheDesc &desc, float scale, Buffer buffer,
+          void *data, int64_t blockStride)
       : device_(&device), desc_(desc), scale_(scale),
-        buffer_(std::move(buffer)) {}
+        buffer_(std::move(buffer)), data_(data), blockStride_(blockStride) {}
+
+  /// Calls `copy(address, start, count)` for each run of the byte range
+  /// [offset, offset + bytes) of the dense numbering that is contiguous in
+  /// the view (one per block touched); `start` is relative to `offset`.
+  template <typename F>
+  Status forEachRun(size_t offset, size_t bytes, const char *what,
+                    F &&copy) const;
 
   Device *device_;
   KVCacheDesc desc_;
   float scale_;
-  Buffer buffer_;
+  Buffer buffer_; ///< empty when wrapped
+  void *data_;
+  int64_t blockStride_; ///< 0: dense
 };
 
 } // namespace mlart

@@ -24,8 +24,13 @@ using StreamHandle = void *;
 /// A paged cache as the kernels see it.
 struct KVCacheRef {
   KVCacheDesc desc;
-  /// [numBlocks, blockSize, rowBytes] bytes.
+  /// Block 0, slot 0 of [numBlocks, blockSize, rowBytes] bytes whose rows
+  /// within a block are dense and whose blocks are blockStride bytes apart.
   void *data = nullptr;
+  /// Bytes from one block to the next; 0 means dense (blockSize * rowBytes).
+  /// An engine's per-layer view into a larger allocation (vLLM's
+  /// [num_blocks, block_size, 576] with the layers interleaved) is larger.
+  int64_t blockStride = 0;
   /// Per-tensor scale of an Fp8PerTensor cache (stored = value / scale).
   float scale = 1.0f;
   /// Checked mode: when non-null, numBlocks flags; a write into a block whose
@@ -35,6 +40,28 @@ struct KVCacheRef {
   /// Checked mode: when non-null, a refused write adds the number of refused
   /// rows to this counter (atomically), so the owner can report it.
   uint64_t *refusedWrites = nullptr;
+
+  /// The effective block stride in bytes.
+  int64_t blockBytes() const {
+    return blockStride != 0 ? blockStride : desc.blockSize * desc.rowBytes();
+  }
+  /// Blocks follow each other without gaps (slot * rowBytes addressing).
+  bool isDense() const {
+    return blockBytes() == desc.blockSize * desc.rowBytes();
+  }
+  /// Byte offset of `slot` (block slot / blockSize, row slot % blockSize).
+  int64_t slotOffset(int64_t slot) const {
+    return (slot / desc.blockSize) * blockBytes() +
+           (slot % desc.blockSize) * desc.rowBytes();
+  }
+  /// Bytes from `data` to the end of the last row: what the view may touch.
+  int64_t spanBytes() const {
+    return (desc.numBlocks - 1) * blockBytes() +
+           desc.blockSize * desc.rowBytes();
+  }
+  /// The desc, the memory and the stride are consistent: data present,
+  /// blockStride 0 or at least one block's rows (blocks never overlap).
+  Status validate() const;
 };
 
 /// Rotary style: GPT-J rotates interleaved pairs (2i, 2i+1); NeoX rotates

@@ -179,13 +179,27 @@ typedef struct mlart_block_manager_s mlart_block_manager;
 mlart_status mlart_kv_cache_create(mlart_device *device,
                                    const mlart_kv_cache_desc *desc, float scale,
                                    mlart_kv_cache **out_cache);
+/** Wraps an engine's cache: `data` is device memory of `device` that the
+ *  caller owns and keeps alive until the cache is destroyed, laid out as
+ *  [num_blocks, block_size, row] with dense rows within a block and blocks
+ *  `block_stride_bytes` apart (0: dense; e.g. one layer's view of a
+ *  layer-interleaved allocation). Nothing is written at wrap time; kernels
+ *  write only the rows of the slots they are given. */
+mlart_status mlart_kv_cache_wrap(mlart_device *device,
+                                 const mlart_kv_cache_desc *desc, void *data,
+                                 int64_t block_stride_bytes, float scale,
+                                 mlart_kv_cache **out_cache);
+/** Frees the cache's memory, or only the handle of a wrapped cache. */
 void mlart_kv_cache_destroy(mlart_kv_cache *cache);
-/** Total bytes of the cache. */
+/** Bytes of the cache's rows (num_blocks * block_size * row bytes). */
 size_t mlart_kv_cache_size_bytes(const mlart_kv_cache *cache);
 /** Bytes of one token row. */
 int64_t mlart_kv_cache_row_bytes(const mlart_kv_cache *cache);
+/** Bytes from one block to the next. */
+int64_t mlart_kv_cache_block_stride(const mlart_kv_cache *cache);
 /** Raw byte access (tests, checkpoints); blocking, like mlart_buffer_write
- *  and mlart_buffer_read. */
+ *  and mlart_buffer_read. Offsets number the rows as if dense, so a
+ *  strided cache's gaps are never touched. */
 mlart_status mlart_kv_cache_write_bytes(mlart_kv_cache *cache, size_t offset,
                                         const void *src, size_t bytes);
 mlart_status mlart_kv_cache_read_bytes(const mlart_kv_cache *cache,

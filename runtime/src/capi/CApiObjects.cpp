@@ -47,6 +47,22 @@ Status writeCacheBlocking(KVCache &cache, size_t offset, const void *src,
   return cache.device().synchronize(h);
 }
 
+StatusOr<KVCacheDesc> toCacheDesc(const mlart_kv_cache_desc *desc) {
+  if (!desc)
+    return nullArg("desc");
+  if (int(desc->dtype) < 0 || int(desc->dtype) > int(DType::F64) ||
+      int(desc->layout) < 0 || int(desc->layout) > int(CacheLayout::Fp8DsMla))
+    return invalidArgument("cache desc has an unknown dtype or layout");
+  KVCacheDesc d;
+  d.numBlocks = desc->num_blocks;
+  d.blockSize = desc->block_size;
+  d.latentRank = desc->latent_rank;
+  d.ropeDim = desc->rope_dim;
+  d.dtype = static_cast<DType>(desc->dtype);
+  d.layout = static_cast<CacheLayout>(desc->layout);
+  return d;
+}
+
 Status readCacheBlocking(const KVCache &cache, size_t offset, void *dst,
                          size_t bytes, const mlart_stream *stream) {
   StreamHandle h;
@@ -244,20 +260,27 @@ mlart_status mlart_kv_cache_create(mlart_device *device,
                                    const mlart_kv_cache_desc *desc, float scale,
                                    mlart_kv_cache **out_cache) {
   return guarded([&]() -> Status {
-    if (!device || !desc || !out_cache)
-      return nullArg("device, desc and out_cache");
-    if (int(desc->dtype) < 0 || int(desc->dtype) > int(DType::F64) ||
-        int(desc->layout) < 0 || int(desc->layout) > int(CacheLayout::Fp8DsMla))
-      return invalidArgument("cache desc has an unknown dtype or layout");
-    KVCacheDesc d;
-    d.numBlocks = desc->num_blocks;
-    d.blockSize = desc->block_size;
-    d.latentRank = desc->latent_rank;
-    d.ropeDim = desc->rope_dim;
-    d.dtype = static_cast<DType>(desc->dtype);
-    d.layout = static_cast<CacheLayout>(desc->layout);
+    if (!device || !out_cache)
+      return nullArg("device and out_cache");
+    MLART_ASSIGN_OR_RETURN(const KVCacheDesc d, toCacheDesc(desc));
     MLART_ASSIGN_OR_RETURN(KVCache cache,
                            KVCache::create(*device->device, d, scale));
+    *out_cache = new mlart_kv_cache_s{std::move(cache), nullptr};
+    return Status::success();
+  });
+}
+
+mlart_status mlart_kv_cache_wrap(mlart_device *device,
+                                 const mlart_kv_cache_desc *desc, void *data,
+                                 int64_t block_stride_bytes, float scale,
+                                 mlart_kv_cache **out_cache) {
+  return guarded([&]() -> Status {
+    if (!device || !out_cache)
+      return nullArg("device and out_cache");
+    MLART_ASSIGN_OR_RETURN(const KVCacheDesc d, toCacheDesc(desc));
+    MLART_ASSIGN_OR_RETURN(
+        KVCache cache,
+        KVCache::wrap(*device->device, d, data, block_stride_bytes, scale));
     *out_cache = new mlart_kv_cache_s{std::move(cache), nullptr};
     return Status::success();
   });
@@ -271,6 +294,10 @@ size_t mlart_kv_cache_size_bytes(const mlart_kv_cache *cache) {
 
 int64_t mlart_kv_cache_row_bytes(const mlart_kv_cache *cache) {
   return cache ? cache->cache.desc().rowBytes() : 0;
+}
+
+int64_t mlart_kv_cache_block_stride(const mlart_kv_cache *cache) {
+  return cache ? cache->cache.blockStride() : 0;
 }
 
 mlart_status mlart_kv_cache_write_bytes(mlart_kv_cache *cache, size_t offset,

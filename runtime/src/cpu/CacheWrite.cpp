@@ -33,9 +33,7 @@ Status checkCacheWriteShapes(const TensorRef &kvC, const TensorRef &kPe,
                              const TensorRef &slotMapping,
                              const KVCacheRef &cache) {
   const KVCacheDesc &desc = cache.desc;
-  MLART_RETURN_IF_ERROR(desc.validate());
-  if (!cache.data)
-    return invalidArgument("cache has no memory");
+  MLART_RETURN_IF_ERROR(cache.validate());
   if (desc.layout == CacheLayout::Fp8PerTensor &&
       (!std::isfinite(cache.scale) || cache.scale <= 0.0f))
     return invalidArgument("fp8 cache scale must be finite and > 0, got " +
@@ -133,7 +131,7 @@ void writeCacheRow(const KVCacheRef &cache, int64_t slot, const TensorRef &kvC,
 void writeCacheRow(const KVCacheRef &cache, int64_t slot, const uint8_t *latent,
                    DType latentType, const uint8_t *rope, DType ropeType) {
   const KVCacheDesc &desc = cache.desc;
-  uint8_t *row = static_cast<uint8_t *>(cache.data) + slot * desc.rowBytes();
+  uint8_t *row = static_cast<uint8_t *>(cache.data) + cache.slotOffset(slot);
   switch (desc.layout) {
   case CacheLayout::Plain: {
     const size_t es = dtypeSize(desc.dtype);

@@ -133,9 +133,7 @@ inline Status checkPagedLayout(const KVCacheRef &cache,
                                const TensorRef &blockTable,
                                const TensorRef &lens, const char *lensName,
                                int64_t batch) {
-  MLART_RETURN_IF_ERROR(cache.desc.validate());
-  if (cache.data == nullptr)
-    return invalidArgument("cache data is missing");
+  MLART_RETURN_IF_ERROR(cache.validate());
   MLART_RETURN_IF_ERROR(
       checkTypedTensor(blockTable, "blockTable", 2, DType::I32));
   MLART_RETURN_IF_ERROR(checkTypedTensor(lens, lensName, 1, DType::I32));
@@ -188,9 +186,8 @@ inline const uint8_t *pagedRow(const KVCacheRef &cache,
                                int64_t pos) {
   const int64_t blockSize = cache.desc.blockSize;
   const int64_t block = loadI32(blockTable, seq, pos / blockSize);
-  const int64_t slot = block * blockSize + pos % blockSize;
   return static_cast<const uint8_t *>(cache.data) +
-         slot * cache.desc.rowBytes();
+         cache.slotOffset(block * blockSize + pos % blockSize);
 }
 
 } // namespace mlart::cpu

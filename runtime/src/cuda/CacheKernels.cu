@@ -48,6 +48,7 @@ struct WriteParams {
   int64_t T = 0;
   uint8_t *cache = nullptr;
   int64_t rowBytes = 0, numSlots = 0, blockSize = 1;
+  int64_t blockStride = 0; // KVCacheRef::blockBytes
   int layout = 0, cacheType = 0;
   float scale = 1.0f;
   int latent = 0, rope = 0;
@@ -85,6 +86,12 @@ __device__ __forceinline__ const float *csRow(const WriteParams &p, int64_t t) {
   if (x < 0 || x >= p.maxPos)
     x = 0;
   return p.cs + x * p.csStride;
+}
+
+/// The cache row of slot s (in range).
+__device__ __forceinline__ uint8_t *slotRow(const WriteParams &p, int64_t s) {
+  return p.cache + (s / p.blockSize) * p.blockStride +
+         (s % p.blockSize) * p.rowBytes;
 }
 
 __device__ bool scanBad(const WriteParams &p, int64_t start, int64_t step,
@@ -406,7 +413,7 @@ __device__ void tokenGeneric(const WriteParams &p, int64_t t, int lane) {
       const uint8_t *kv = p.kvC + t * p.kvStride * vkes;
       // The slot is the warp's: every lane takes part in the reduction.
       const float inv = p.normW ? latentInvRms(p, kv, lane) : 1.0f;
-      writeRow(p, kv, kp, p.cache + s * p.rowBytes, lane, inv);
+      writeRow(p, kv, kp, slotRow(p, s), lane, inv);
     }
   }
 }
@@ -454,7 +461,7 @@ __device__ __forceinline__ void tokenStore(const WriteParams &p, int64_t t,
   const int lc = p.latent * es / 16, rc = p.doRope ? 0 : p.rope * es / 16;
   const bool write = r.slot >= 0 && r.slot < p.numSlots &&
                      !(p.wp && p.wp[r.slot / p.blockSize]);
-  uint8_t *row = p.cache + (write ? r.slot : 0) * p.rowBytes;
+  uint8_t *row = slotRow(p, write ? r.slot : 0);
   if (write) {
 #pragma unroll
     for (int k = 0; k < 3; ++k) {
@@ -638,6 +645,7 @@ void fillCache(WriteParams &p, const TensorRef &kvC, const TensorRef &kPe,
   p.rowBytes = d.rowBytes();
   p.numSlots = d.numSlots();
   p.blockSize = d.blockSize;
+  p.blockStride = cache.blockBytes();
   p.layout = int(d.layout);
   p.cacheType = int(d.dtype);
   p.scale = cache.scale;
@@ -649,8 +657,9 @@ void fillCache(WriteParams &p, const TensorRef &kvC, const TensorRef &kPe,
   p.vec = (d.layout == CacheLayout::Plain &&
            aligned16(kvC.data, kvC.strides[0] * es) &&
            aligned16(kPe.data, kPe.strides[0] * es) &&
-           aligned16(cache.data, p.rowBytes) && (d.latentRank * es) % 16 == 0 &&
-           (d.ropeDim * es) % 16 == 0 && d.ropeDim <= 64 && chunks <= 96)
+           aligned16(cache.data, p.rowBytes) && p.blockStride % 16 == 0 &&
+           (d.latentRank * es) % 16 == 0 && (d.ropeDim * es) % 16 == 0 &&
+           d.ropeDim <= 64 && chunks <= 96)
               ? 1
               : 0;
 }
@@ -691,13 +700,15 @@ Status launchWriteKernel(CudaContext &ctx, WriteParams &p, cudaStream_t stream) 
 }
 
 /// The common large update (pre-validated, plain bf16/f16 1152-byte rows
-/// on the 16-byte path, no rope, no q, no checked mode) goes to the
-/// streaming copy kernel when MLART_UPDATE_KERNEL=1 (CacheCopyKernel.cu).
+/// on the 16-byte path, a dense cache, no rope, no q, no checked mode) goes
+/// to the streaming copy kernel when MLART_UPDATE_KERNEL=1
+/// (CacheCopyKernel.cu).
 bool takesCacheCopy(const WriteParams &p) {
   return p.prevalidated && (p.vec & 1) && p.kPe && p.cache && !p.doRope &&
          !p.q && !p.kOut && !p.wp && p.layout == int(CacheLayout::Plain) &&
          (p.cacheType == int(DType::BF16) || p.cacheType == int(DType::F16)) &&
          p.rowBytes == int64_t(kCacheCopyChunks) * 16 &&
+         p.blockStride == p.blockSize * p.rowBytes && // slot * row addressing
          (p.latent + p.rope) * 2 / 16 == kCacheCopyChunks &&
          p.numSlots <= INT_MAX; // checked row indices are int
 }

@@ -82,6 +82,7 @@ inline bool clusterMergeKeepsWaves(int64_t ctas, int size, int capacity,
 struct CacheView {
   const uint8_t *data;
   int64_t rowBytes, numBlocks;
+  int64_t blockStride; ///< bytes between blocks (KVCacheRef::blockBytes)
   int blockSize, layout, dtype, latent, rope;
   float scale;
   const int32_t *table;
@@ -226,6 +227,12 @@ __device__ __forceinline__ float decodeVal(const CacheView &c,
       row + c.latent + 4 * (c.latent / 128))[i - c.latent]);
 }
 
+/// Row `row` of cache block `id` (both in range).
+__device__ __forceinline__ const uint8_t *blockRow(const CacheView &c,
+                                                   int64_t id, int row) {
+  return c.data + id * c.blockStride + int64_t(row) * c.rowBytes;
+}
+
 /// Row pointer of token pos of sequence b, or nullptr when the block id is
 /// outside the cache.
 __device__ __forceinline__ const uint8_t *pagedRow(const CacheView &c, int b,
@@ -233,7 +240,7 @@ __device__ __forceinline__ const uint8_t *pagedRow(const CacheView &c, int b,
   const int64_t id = c.table[b * c.tableS0 + (pos / c.blockSize) * c.tableS1];
   if (id < 0 || id >= c.numBlocks)
     return nullptr;
-  return c.data + (id * c.blockSize + pos % c.blockSize) * c.rowBytes;
+  return blockRow(c, id, pos % c.blockSize);
 }
 
 /// Sum and maximum over the 32 lanes of a warp (every lane gets it).

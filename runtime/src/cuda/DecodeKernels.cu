@@ -332,7 +332,7 @@ __device__ __forceinline__ void attendTiles(const DecodeParams &p,
     if (pos < seqLen) {
       const int64_t id = p.c.table[seq * p.c.tableS0 + int64_t(pos >> p.bsLog2) * p.c.tableS1];
       if (id >= 0 && id < p.c.numBlocks)
-        myRow = p.c.data + ((id << p.bsLog2) + (pos & (p.c.blockSize - 1))) * int64_t(kD * 2);
+        myRow = blockRow(p.c, id, pos & (p.c.blockSize - 1));
       else if (lane < 16)
         atomicMin(&p.rec->badSeqIndex, seq);
     }
@@ -1025,6 +1025,7 @@ CacheView makeView(const KVCacheRef &cache, const TensorRef &table) {
   CacheView v;
   v.data = static_cast<const uint8_t *>(cache.data);
   v.rowBytes = cache.desc.rowBytes();
+  v.blockStride = cache.blockBytes();
   v.numBlocks = cache.desc.numBlocks;
   v.blockSize = int(cache.desc.blockSize);
   v.layout = int(cache.desc.layout);
@@ -1258,8 +1259,8 @@ Status decodeAttention(CudaContext &ctx, const DecodeAttentionArgs &a,
       reinterpret_cast<uintptr_t>(a.q.data) % 16 == 0 &&
       (a.q.strides[0] * qes) % 16 == 0 && (a.q.strides[1] * qes) % 16 == 0 &&
       reinterpret_cast<uintptr_t>(a.cache.data) % 16 == 0 &&
-      a.out.strides[2] == 1 && a.out.strides[1] % 2 == 0 &&
-      a.out.strides[0] % 2 == 0 &&
+      a.cache.blockBytes() % 16 == 0 && a.out.strides[2] == 1 &&
+      a.out.strides[1] % 2 == 0 && a.out.strides[0] % 2 == 0 &&
       reinterpret_cast<uintptr_t>(a.out.data) % 8 == 0;
   if (!fast) {
     GenericDecodeParams p;

@@ -92,8 +92,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     const uint8_t *myRow = nullptr;
     if (id != kNoRow) {
       if (id >= 0 && id < p.c.numBlocks)
-        myRow = p.c.data + ((id << p.bsLog2) + (pos & (p.c.blockSize - 1))) *
-                               int64_t(kD * 2);
+        myRow = blockRow(p.c, id, pos & (p.c.blockSize - 1));
       else if (lane < 8)
         atomicMin(&p.rec->badSeqIndex, b);
     }

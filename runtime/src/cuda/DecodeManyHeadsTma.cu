@@ -11,14 +11,16 @@
 // 384 threads: warps 0-7 (two warpgroups) compute; warp 8 (of the third
 // warpgroup, which gives its registers to the others) is the producer. It
 // reads a tile's block ids and issues TMA loads
-// (cp.async.bulk.tensor.2d) into a two-stage ring guarded by mbarriers:
+// (cp.async.bulk.tensor.3d) into a two-stage ring guarded by mbarriers:
 //   full[s]   1 arrival (the producer's arrive.expect_tx with the tile's
 //             bytes) + the TMA bytes; the MMA warps wait on its phase;
 //   empty[s]  8 arrivals, one per MMA warp once its PV wgmma of the tile
 //             completed; the producer waits on it before reloading s.
-// The cache is viewed as a 2D tensor [numBlocks * blockSize rows, 576
-// columns] (row pitch = the cache's row bytes) with boxes of {64 columns,
-// min(blockSize, 64) rows} and the 128-byte swizzle, which is exactly the
+// The cache is viewed as a 3D tensor [numBlocks, blockSize rows, 576
+// columns] (row pitch = the cache's row bytes, plane pitch = its block
+// stride, so an engine's strided view loads like a dense cache) with boxes
+// of {64 columns, min(blockSize, 64) rows, 1 block} and the 128-byte
+// swizzle, which is exactly the
 // K-major layout the wgmma descriptors read: a 64-token tile is 9 boxes
 // (block size >= 64) or 9 per block (16, 32). Blocks past the sequence's
 // last block are never loaded (their table entries may be anything); rows
@@ -114,28 +116,30 @@ __global__ void __launch_bounds__(kThreadsTma, 1)
     for (int tile = t0; tile < t1; ++tile) {
       const int n = tile - t0, s = n % kStages;
       const int valid = min(kTile, len - tile * kTile);
-      int row = -1;
+      // Box j: rows [row, row + boxRows) of cache block `block`.
+      int block = -1, row = 0;
       if (lane * boxRows < valid) {
         const int pos = tile * kTile + lane * boxRows;
         const int64_t id =
             p.c.table[b * p.c.tableS0 + int64_t(pos >> p.bsLog2) * p.c.tableS1];
-        if (id >= 0 && id < p.c.numBlocks)
-          row = int((id << p.bsLog2) + (pos & (p.c.blockSize - 1)));
-        else
+        if (id >= 0 && id < p.c.numBlocks) {
+          block = int(id);
+          row = pos & (p.c.blockSize - 1);
+        } else
           atomicMin(&p.rec->badSeqIndex, b); // reported; the box stays unloaded
       }
-      const uint32_t boxes = __popc(__ballot_sync(0xffffffffu, row >= 0));
+      const uint32_t boxes = __popc(__ballot_sync(0xffffffffu, block >= 0));
       // The MMA warps are done with this stage's previous tile.
       mbarWait(emptyBar + 8 * s, ((n / kStages) & 1) ^ 1);
       if (lane == 0)
         mbarArriveExpectTx(fullBar + 8 * s, boxes * 9u * boxBytes);
       __syncwarp(); // the bytes are announced before any can complete
-      if (row >= 0) {
+      if (block >= 0) {
         const uint32_t dst = sBase + kOffK + uint32_t(s) * kTileBytes +
                              uint32_t(lane) * boxBytes;
 #pragma unroll
         for (int c = 0; c < 9; ++c)
-          tmaLoad2d(dst + uint32_t(c) * kChunkBytes, &kvMap, c * 64, row,
+          tmaLoad3d(dst + uint32_t(c) * kChunkBytes, &kvMap, c * 64, row, block,
                     fullBar + 8 * s);
       }
     }
@@ -245,19 +249,22 @@ __global__ void __launch_bounds__(kThreadsTma, 1)
 
 bool decodeManyHeadsTmaApplies(const DecodeParams &p) {
   // TMA coordinates are int32; the global address must be 16-byte aligned
-  // and the row pitch a multiple of 16 (cuTensorMapEncodeTiled).
+  // and the pitches multiples of 16 below 2^40 (cuTensorMapEncodeTiled).
   return p.c.blockSize >= kMinTmaBlockSize && p.c.numBlocks > 0 &&
-         p.c.rowBytes % 16 == 0 &&
+         p.c.rowBytes % 16 == 0 && p.c.blockStride % 16 == 0 &&
+         p.c.blockStride < (int64_t(1) << 40) &&
          reinterpret_cast<uintptr_t>(p.c.data) % 16 == 0 &&
-         p.c.numBlocks * p.c.blockSize <= INT_MAX;
+         p.c.numBlocks <= INT_MAX;
 }
 
 Status launchDecodeManyHeadsTma(const DecodeParams &p, int64_t batch,
                                 bool overlap, cudaStream_t stream) {
   CUtensorMap map;
-  MLART_RETURN_IF_ERROR(encodeBf16TensorMap2d(
-      &map, p.c.data, uint64_t(kD), uint64_t(p.c.numBlocks * p.c.blockSize),
-      uint64_t(p.c.rowBytes), 64, uint32_t(std::min(p.c.blockSize, kTile))));
+  // One plane per cache block: the block stride is the plane pitch.
+  MLART_RETURN_IF_ERROR(encodeBf16TensorMap3d(
+      &map, p.c.data, uint64_t(kD), uint64_t(p.c.blockSize),
+      uint64_t(p.c.numBlocks), uint64_t(p.c.rowBytes),
+      uint64_t(p.c.blockStride), 64, uint32_t(std::min(p.c.blockSize, kTile))));
   auto kernel = overlap ? decodeManyHeadsTmaKernel<true>
                         : decodeManyHeadsTmaKernel<false>;
   MLART_RETURN_IF_ERROR(

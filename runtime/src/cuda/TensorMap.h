@@ -25,6 +25,14 @@ Status encodeBf16TensorMap2d(CUtensorMap *map, const void *base, uint64_t cols,
                              uint64_t rows, uint64_t pitchBytes,
                              uint32_t boxCols, uint32_t boxRows);
 
+/// The same over `planes` planes of `rows` rows, planes `planePitchBytes`
+/// apart (a multiple of 16, like the row pitch); boxes stay within one
+/// plane (boxCols x boxRows x 1). A paged cache is one plane per block.
+Status encodeBf16TensorMap3d(CUtensorMap *map, const void *base, uint64_t cols,
+                             uint64_t rows, uint64_t planes,
+                             uint64_t pitchBytes, uint64_t planePitchBytes,
+                             uint32_t boxCols, uint32_t boxRows);
+
 } // namespace mlart::cuda
 
 #endif // MLART_CUDA_TENSORMAP_H
