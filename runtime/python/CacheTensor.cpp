@@ -3,6 +3,8 @@
 
 #include "mlart/KVCacheLayout.h"
 
+#include <dlpack/dlpack.h>
+
 #include <cmath>
 #include <string>
 
@@ -12,8 +14,31 @@ int64_t cacheRowElements(const KVCacheDesc &desc) {
   return desc.rowBytes() / int64_t(dtypeSize(desc.dtype));
 }
 
+StatusOr<CacheScale> importCacheScale(pybind11::handle scale,
+                                      const Device &device,
+                                      std::optional<intptr_t> stream,
+                                      const std::string &what) {
+  CacheScale s;
+  if (!pybind11::hasattr(scale, "__dlpack__")) {
+    s.value = scale.cast<float>();
+    return s;
+  }
+  MLART_ASSIGN_OR_RETURN(ImportedTensor t, importTensor(scale, stream, what));
+  if (checkDevice(t, device, what).ok()) {
+    s.tensor = std::move(t);
+    return s;
+  }
+  if (t.deviceType != kDLCPU)
+    return checkDevice(t, device, what);
+  if (t.ref.dtype != DType::F32 || t.ref.numElements() != 1)
+    return invalidArgument(what + " must hold one float32, got " +
+                           t.ref.describe());
+  s.value = *static_cast<const float *>(t.ref.data);
+  return s;
+}
+
 StatusOr<KVCacheRef> cacheFromTensor(const ImportedTensor &tensor,
-                                     KVCacheDesc desc, float scale,
+                                     KVCacheDesc desc, const CacheScale &scale,
                                      const std::string &what) {
   TensorRef ref = tensor.ref;
   // FlashMLA's cache has a head dimension of one before the row.
@@ -42,15 +67,25 @@ StatusOr<KVCacheRef> cacheFromTensor(const ImportedTensor &tensor,
         ", 1]), got strides [" + std::to_string(ref.strides[0]) + ", " +
         std::to_string(ref.strides[1]) + ", " + std::to_string(ref.strides[2]) +
         "]");
-  if (!std::isfinite(scale) || scale <= 0)
+  if (scale.tensor) {
+    const TensorRef &s = scale.tensor->ref;
+    if (s.dtype != DType::F32 || s.numElements() != 1)
+      return invalidArgument(what +
+                             ": a scale tensor must hold one float32, "
+                             "got " +
+                             s.describe());
+  } else if (!std::isfinite(scale.value) || scale.value <= 0) {
     return invalidArgument(what + ": scale must be finite and > 0");
+  }
   desc.numBlocks = ref.sizes[0];
   KVCacheRef cache;
   cache.desc = desc;
   cache.data = ref.data;
   cache.blockStride =
       ref.sizes[0] > 1 ? ref.strides[0] * int64_t(dtypeSize(desc.dtype)) : 0;
-  cache.scale = scale;
+  cache.scale = scale.value;
+  if (scale.tensor)
+    cache.scaleTensor = static_cast<const float *>(scale.tensor->ref.data);
   MLART_RETURN_IF_ERROR(cache.validate());
   return cache;
 }

@@ -17,10 +17,27 @@
 
 namespace mlart::python {
 
+/// The fp8 per-tensor scale of a Python call: a number, or a one-element
+/// f32 tensor on the cache's device (vLLM's k_scale) that the kernels read
+/// when they run, so a recalibrated scale needs no rebind or recapture.
+struct CacheScale {
+  float value = 1.0f;
+  /// Imported and device-checked by the caller, who keeps its owner.
+  std::optional<ImportedTensor> tensor;
+};
+
+/// A `scale` argument: a number; or a one-element tensor, imported (for
+/// work on `stream`) when `device` can address it, else (a host tensor for
+/// a GPU call) read once, now, as a number. `what` names it in errors.
+StatusOr<CacheScale> importCacheScale(pybind11::handle scale,
+                                      const Device &device,
+                                      std::optional<intptr_t> stream,
+                                      const std::string &what);
+
 /// The cache `tensor` holds, laid out as `desc` says; desc.numBlocks 0
 /// takes the block count from the tensor. `what` names it in errors.
 StatusOr<KVCacheRef> cacheFromTensor(const ImportedTensor &tensor,
-                                     KVCacheDesc desc, float scale,
+                                     KVCacheDesc desc, const CacheScale &scale,
                                      const std::string &what);
 
 /// The row of `desc` in elements of its storage dtype: the last dimension

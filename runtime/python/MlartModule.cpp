@@ -61,7 +61,7 @@ public:
     bound_[name] = std::move(t.owner);
   }
 
-  void bindCache(const std::string &name, py::handle tensor, float scale,
+  void bindCache(const std::string &name, py::handle tensor, py::handle scale,
                  py::handle stream) {
     const std::string what = "cache '" + name + "'";
     const int index = executor_->artifact().findCache(name);
@@ -71,11 +71,18 @@ public:
     ImportedTensor t =
         value(python::importTensor(tensor, streamArgument(stream), what));
     check(python::checkDevice(t, device_.device(), what));
+    python::CacheScale cacheScale = value(python::importCacheScale(
+        scale, device_.device(), streamArgument(stream), what + " scale"));
     KVCacheRef cache = value(python::cacheFromTensor(
-        t, executor_->artifact().caches()[size_t(index)].desc, scale,
+        t, executor_->artifact().caches()[size_t(index)].desc, cacheScale,
         "bind_cache: " + what));
     check(executor_->bindCache(name, cache));
     bound_[name] = std::move(t.owner);
+    // The kernels read a scale tensor at every run: keep it alive too.
+    if (cacheScale.tensor)
+      bound_[name + " scale"] = std::move(cacheScale.tensor->owner);
+    else
+      bound_.erase(name + " scale");
   }
 
   void unbindAll() {
@@ -302,7 +309,9 @@ PYBIND11_MODULE(_mlart, m) {
            py::arg("tensor"), py::arg("scale") = 1.0f,
            py::arg("stream") = py::none(),
            "Binds cache `name` to the caller's cache tensor "
-           "(CacheInfo.shape()), without copying it.")
+           "(CacheInfo.shape()), without copying it. `scale`, the fp8 "
+           "per-tensor scale, is a number or a one-element float32 tensor "
+           "that every run reads (vLLM's k_scale).")
       .def("unbind_all", &PyExecutor::unbindAll)
       .def_property_readonly(
           "fully_bound",

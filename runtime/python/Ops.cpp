@@ -38,6 +38,14 @@ public:
   TensorRef get(py::handle object, const char *name) {
     return import(object, name).ref;
   }
+  /// A `scale` argument (importCacheScale), kept alive for the call.
+  CacheScale scale(py::handle object) {
+    CacheScale s = value(
+        importCacheScale(object, device_.device(), streamArgument(), "scale"));
+    if (s.tensor)
+      keep_.push_back(s.tensor->owner);
+    return s;
+  }
   std::optional<TensorRef> optional(py::handle object, const char *name) {
     if (object.is_none())
       return std::nullopt;
@@ -112,7 +120,7 @@ void defineOps(py::module_ &m) {
       "_cache_update",
       [](PyDevice &device, py::handle kvC, py::handle kPe,
          py::handle slotMapping, py::handle kvCache, const std::string &layout,
-         float scale, py::handle stream) {
+         py::handle scale, py::handle stream) {
         CallTensors t(device, stream);
         CacheUpdateArgs a;
         a.kvC = t.get(kvC, "kv_c");
@@ -123,7 +131,7 @@ void defineOps(py::module_ &m) {
             cache,
             cacheDesc(layout, blockSizeOf(cache.ref), lastDim(a.kvC),
                       lastDim(a.kPe), cache.ref.dtype),
-            scale, "kv_cache"));
+            t.scale(scale), "kv_cache"));
         t.run(a);
       },
       py::arg("device"), py::arg("kv_c"), py::arg("k_pe"),
@@ -133,7 +141,7 @@ void defineOps(py::module_ &m) {
   m.def(
       "_decode_attention",
       [](PyDevice &device, py::handle q, py::handle kvCache,
-         const std::string &layout, float scale, py::handle blockTable,
+         const std::string &layout, py::handle scale, py::handle blockTable,
          py::handle seqLens, float softmaxScale, py::handle out, py::handle lse,
          int64_t latent, int numSplits, py::handle stream) {
         CallTensors t(device, stream);
@@ -150,7 +158,7 @@ void defineOps(py::module_ &m) {
             cacheFromTensor(cache,
                             cacheDesc(layout, blockSizeOf(cache.ref), latent,
                                       row - latent, cache.ref.dtype),
-                            scale, "kv_cache"));
+                            t.scale(scale), "kv_cache"));
         a.blockTable = t.get(blockTable, "block_table");
         a.seqLens = t.get(seqLens, "cache_seqlens");
         a.softmaxScale = softmaxScale;

@@ -65,6 +65,7 @@ KVCacheRef KVCache::ref() const {
   r.data = data_;
   r.blockStride = blockStride_;
   r.scale = scale_;
+  r.scaleTensor = scaleTensor_;
   return r;
 }
 

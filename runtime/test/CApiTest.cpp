@@ -541,3 +541,56 @@ TEST(CApi, DecodeAttentionWithUpdateWritesThenAttends) {
   mlart_kv_cache_destroy(cache);
   mlart_device_destroy(dev);
 }
+
+namespace {
+
+/// One fp8 per-tensor cache_update of a fixed token into slot 3 of `cache`.
+mlart_status writeOneFp8Token(mlart_device *dev, mlart_kv_cache *cache) {
+  static std::vector<float> kv(128, 0.3f), pe(64, -0.7f);
+  static int64_t slot = 3, kvS[2] = {1, 128}, peS[2] = {1, 64}, one[1] = {1};
+  mlart_cache_update_args a = {};
+  a.kv_c = mlart_tensor_contiguous(kv.data(), MLART_DTYPE_F32, 2, kvS);
+  a.k_pe = mlart_tensor_contiguous(pe.data(), MLART_DTYPE_F32, 2, peS);
+  a.slot_mapping = mlart_tensor_contiguous(&slot, MLART_DTYPE_I64, 1, one);
+  a.cache = cache;
+  return mlart_cache_update(dev, &a, nullptr);
+}
+
+std::vector<uint8_t> cacheBytes(const mlart_kv_cache *cache) {
+  std::vector<uint8_t> bytes(mlart_kv_cache_size_bytes(cache));
+  EXPECT_EQ(mlart_kv_cache_read_bytes(cache, 0, bytes.data(), bytes.size()),
+            nullptr);
+  return bytes;
+}
+
+} // namespace
+
+TEST(CApi, ScaleTensorIsReadWhenTheKernelRuns) {
+  mlart_device *dev = nullptr;
+  ASSERT_EQ(mlart_device_create_cpu(&dev), nullptr);
+  const mlart_kv_cache_desc desc = {
+      1, 16, 128, 64, MLART_DTYPE_F8E4M3FN, MLART_CACHE_FP8_PER_TENSOR};
+  mlart_kv_cache *byTensor = nullptr, *byNumber = nullptr;
+  ASSERT_EQ(mlart_kv_cache_create(dev, &desc, 1.0f, &byTensor), nullptr);
+  ASSERT_EQ(mlart_kv_cache_create(dev, &desc, 0.05f, &byNumber), nullptr);
+  float kScale = 0.05f; // host memory is the CPU device's memory
+  ASSERT_EQ(mlart_kv_cache_set_scale_tensor(byTensor, &kScale), nullptr);
+  ASSERT_EQ(writeOneFp8Token(dev, byTensor), nullptr);
+  ASSERT_EQ(writeOneFp8Token(dev, byNumber), nullptr);
+  const std::vector<uint8_t> written = cacheBytes(byTensor);
+  EXPECT_EQ(written, cacheBytes(byNumber));
+
+  // Not finite and > 0 when the kernel reads it: refused, nothing written.
+  kScale = -1.0f;
+  mlart_status st = writeOneFp8Token(dev, byTensor);
+  EXPECT_EQ(mlart_status_get_code(st), MLART_STATUS_INVALID_ARGUMENT);
+  mlart_status_free(st);
+  EXPECT_EQ(cacheBytes(byTensor), written);
+  // NULL returns to the creation scale (1.0): a different encoding.
+  ASSERT_EQ(mlart_kv_cache_set_scale_tensor(byTensor, nullptr), nullptr);
+  ASSERT_EQ(writeOneFp8Token(dev, byTensor), nullptr);
+  EXPECT_NE(cacheBytes(byTensor), written);
+  mlart_kv_cache_destroy(byTensor);
+  mlart_kv_cache_destroy(byNumber);
+  mlart_device_destroy(dev);
+}

@@ -271,6 +271,45 @@ def test_concat_and_cache_mla_on_cuda_matches_the_cpu_kernel(kv_cache_dtype,
     assert np.array_equal(got, cpu_cache)
 
 
+def test_a_device_scale_is_read_at_replay(cuda, rng):
+    """vLLM's k_scale as a CUDA tensor: an fp8 decode captured once in a
+    torch.cuda.graph follows a new scale without a recapture, and matches
+    the CPU kernel given the same scale as a number."""
+    batch, heads, blocks, block = 2, 16, 8, 64
+    seq_lens = np.array([100, 257], np.int32)
+    table = np.array([[0, 1, 2, 3, 4], [5, 6, 7, 0, 1]], np.int32)
+    kv = bf16_bits(rng.standard_normal((blocks * block, 576)))
+    host_cache = np.zeros((blocks, block, 576), np.uint8)
+    slots = np.arange(blocks * block, dtype=np.int64)
+    ops.concat_and_cache_mla(kv[:, :512], kv[:, 512:], host_cache, slots,
+                             "fp8", 0.02)
+    q = bf16_bits(rng.standard_normal((batch, 1, heads, 576)))
+    k_scale = torch.tensor([0.02], device="cuda")
+    args = (to_torch(q, "bf16"), torch.from_numpy(host_cache).cuda(),
+            torch.from_numpy(table).cuda(), torch.from_numpy(seq_lens).cuda())
+    out = torch.empty(batch, 1, heads, 512, dtype=torch.bfloat16,
+                      device="cuda")
+    cuda.synchronous_checks = False
+    try:
+        ops.flash_mla_decode(*args, kv_cache_dtype="fp8", scale=k_scale,
+                             out=out)  # warm-up outside the capture
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            ops.flash_mla_decode(*args, kv_cache_dtype="fp8", scale=k_scale,
+                                 out=out)
+        for value in (0.02, 0.035):
+            k_scale.fill_(value)
+            graph.replay()
+            torch.cuda.synchronize()
+            cuda.check_errors(torch.cuda.current_stream())
+            want, _ = ops.flash_mla_decode(q, host_cache, table, seq_lens,
+                                           kv_cache_dtype="fp8", scale=value)
+            assert relative_error(host_float(out), host_float(want)) < 2e-2, \
+                value
+    finally:
+        cuda.synchronous_checks = True
+
+
 def test_flash_mla_decode_on_cuda_matches_the_cpu_kernel(rng):
     batch, heads, blocks, block = 4, 128, 40, 64
     seq_lens = np.array([1, 64, 300, 1000], np.int32)

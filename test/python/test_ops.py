@@ -177,3 +177,41 @@ def test_a_cache_with_padded_rows_is_refused():
     k_pe = np.zeros((1, ROPE), np.float32)
     with pytest.raises(rt.Error, match="dense rows within a block"):
         ops.concat_and_cache_mla(kv_c, k_pe, cache, np.array([0], np.int64))
+
+
+def test_a_scale_tensor_is_read_when_the_kernel_runs(rng):
+    """vLLM's k_scale: a one-element float32 tensor, read at every call, so
+    the same bound cache follows a recalibrated scale."""
+    tokens, block = 9, 16
+    kv_c = rng.standard_normal((tokens, LATENT), np.float32)
+    k_pe = rng.standard_normal((tokens, ROPE), np.float32)
+    slots = np.arange(tokens, dtype=np.int64)
+    k_scale = np.float32([0.05])
+    by_tensor = np.zeros((2, block, LATENT + ROPE), np.uint8)
+    by_number = np.zeros_like(by_tensor)
+    ops.concat_and_cache_mla(kv_c, k_pe, by_tensor, slots, "fp8", k_scale)
+    ops.concat_and_cache_mla(kv_c, k_pe, by_number, slots, "fp8", 0.05)
+    np.testing.assert_array_equal(by_tensor, by_number)
+
+    table = np.array([[0]], np.int32)
+    lens = np.array([tokens], np.int32)
+    q = rng.standard_normal((1, 1, 16, LATENT + ROPE), np.float32)
+    want = ops.flash_mla_decode(q, by_number, table, lens, LATENT,
+                                kv_cache_dtype="fp8", scale=0.05)
+    got = ops.flash_mla_decode(q, by_tensor, table, lens, LATENT,
+                               kv_cache_dtype="fp8", scale=k_scale)
+    np.testing.assert_array_equal(got[0], want[0])
+    # A new value in the same tensor: the next call dequantises with it.
+    k_scale[0] = 0.1
+    doubled = ops.flash_mla_decode(q, by_tensor, table, lens, LATENT,
+                                   kv_cache_dtype="fp8", scale=k_scale)
+    assert not np.array_equal(doubled[0], want[0])
+    # A scale the CPU kernels read as non-positive: refused, nothing written.
+    k_scale[0] = -1.0
+    before = by_tensor.copy()
+    with pytest.raises(rt.Error, match="finite and > 0"):
+        ops.concat_and_cache_mla(kv_c, k_pe, by_tensor, slots, "fp8", k_scale)
+    np.testing.assert_array_equal(by_tensor, before)
+    with pytest.raises(rt.Error, match="one float32"):
+        ops.concat_and_cache_mla(kv_c, k_pe, by_tensor, slots, "fp8",
+                                 np.float64([0.05]))

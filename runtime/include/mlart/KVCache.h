@@ -38,6 +38,11 @@ public:
 
   const KVCacheDesc &desc() const { return desc_; }
   float scale() const { return scale_; }
+  /// Makes the kernels read the per-tensor scale from `scale`, an f32 in
+  /// this device's memory that the caller keeps alive (KVCacheRef::
+  /// scaleTensor); null returns to scale(). Executors take it at bindCache.
+  void setScaleTensor(const float *scale) { scaleTensor_ = scale; }
+  const float *scaleTensor() const { return scaleTensor_; }
   Device &device() const { return *device_; }
   /// Device address of block 0, slot 0.
   void *data() const { return data_; }
@@ -80,6 +85,7 @@ private:
   Buffer buffer_; ///< empty when wrapped
   void *data_;
   int64_t blockStride_; ///< 0: dense
+  const float *scaleTensor_ = nullptr;
 };
 
 } // namespace mlart

@@ -33,6 +33,12 @@ struct KVCacheRef {
   int64_t blockStride = 0;
   /// Per-tensor scale of an Fp8PerTensor cache (stored = value / scale).
   float scale = 1.0f;
+  /// When non-null, the scale is this f32 scalar in device memory instead
+  /// (vLLM's k_scale tensor), read by the kernels when they run: a
+  /// recalibrated scale needs no rebind and no new graph capture. The CPU
+  /// refuses a value that is not finite and > 0; a GPU kernel uses it as
+  /// it is.
+  const float *scaleTensor = nullptr;
   /// Checked mode: when non-null, numBlocks flags; a write into a block whose
   /// flag is non-zero is refused (PermissionDenied) and nothing is written.
   /// The block manager flags the null block and every hashed block.

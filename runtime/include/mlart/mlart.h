@@ -189,6 +189,13 @@ mlart_status mlart_kv_cache_wrap(mlart_device *device,
                                  const mlart_kv_cache_desc *desc, void *data,
                                  int64_t block_stride_bytes, float scale,
                                  mlart_kv_cache **out_cache);
+/** Makes kernels read the fp8 per-tensor scale from `device_scale`, one
+ *  float in the cache's device memory that the caller keeps alive (vLLM's
+ *  k_scale tensor), when they run: a new value needs no rebind and no new
+ *  graph. NULL returns to the scale given at creation. Executors take it
+ *  at mlart_executor_bind_cache. */
+mlart_status mlart_kv_cache_set_scale_tensor(mlart_kv_cache *cache,
+                                             const float *device_scale);
 /** Frees the cache's memory, or only the handle of a wrapped cache. */
 void mlart_kv_cache_destroy(mlart_kv_cache *cache);
 /** Bytes of the cache's rows (num_blocks * block_size * row bytes). */

@@ -296,6 +296,16 @@ int64_t mlart_kv_cache_row_bytes(const mlart_kv_cache *cache) {
   return cache ? cache->cache.desc().rowBytes() : 0;
 }
 
+mlart_status mlart_kv_cache_set_scale_tensor(mlart_kv_cache *cache,
+                                             const float *device_scale) {
+  return guarded([&]() -> Status {
+    if (!cache)
+      return nullArg("cache");
+    cache->cache.setScaleTensor(device_scale);
+    return Status::success();
+  });
+}
+
 int64_t mlart_kv_cache_block_stride(const mlart_kv_cache *cache) {
   return cache ? cache->cache.blockStride() : 0;
 }

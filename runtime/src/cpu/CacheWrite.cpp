@@ -34,7 +34,8 @@ Status checkCacheWriteShapes(const TensorRef &kvC, const TensorRef &kPe,
                              const KVCacheRef &cache) {
   const KVCacheDesc &desc = cache.desc;
   MLART_RETURN_IF_ERROR(cache.validate());
-  if (desc.layout == CacheLayout::Fp8PerTensor &&
+  // A device scale (scaleTensor) is checked where it is read.
+  if (desc.layout == CacheLayout::Fp8PerTensor && !cache.scaleTensor &&
       (!std::isfinite(cache.scale) || cache.scale <= 0.0f))
     return invalidArgument("fp8 cache scale must be finite and > 0, got " +
                            std::to_string(cache.scale));

@@ -51,6 +51,7 @@ struct WriteParams {
   int64_t blockStride = 0; // KVCacheRef::blockBytes
   int layout = 0, cacheType = 0;
   float scale = 1.0f;
+  const float *scalePtr = nullptr; // KVCacheRef::scaleTensor: overrides scale
   int latent = 0, rope = 0;
   const uint8_t *wp = nullptr;
   int doRope = 0;
@@ -249,10 +250,11 @@ __device__ void writeRow(const WriteParams &p, const uint8_t *kv,
     return;
   }
   if (p.layout == int(CacheLayout::Fp8PerTensor)) {
+    const float scale = p.scalePtr ? *p.scalePtr : p.scale;
     for (int i = lane; i < p.latent + p.rope; i += 32) {
       const float v = i < p.latent ? latentF(p, kv, i, inv)
                                    : loadF(kp, p.kpType, i - p.latent);
-      row[i] = floatToFp8Bits(__fdiv_rn(v, p.scale));
+      row[i] = floatToFp8Bits(__fdiv_rn(v, scale));
     }
     return;
   }
@@ -649,6 +651,7 @@ void fillCache(WriteParams &p, const TensorRef &kvC, const TensorRef &kPe,
   p.layout = int(d.layout);
   p.cacheType = int(d.dtype);
   p.scale = cache.scale;
+  p.scalePtr = cache.scaleTensor;
   p.latent = int(d.latentRank);
   p.rope = int(d.ropeDim);
   p.wp = cache.writeProtect;

@@ -278,14 +278,15 @@ Status codegenCacheWrite(CudaContext &ctx, CodegenModules &modules,
   // Where the generated kernel does not apply, the library kernel runs
   // (same results): checked mode, rows (and cos/sin rows, which it reads as
   // 16-byte vectors) that are not 16-byte aligned, a separate k_pe_out (the
-  // compiler never asks for one) and a strided cache view (the generated
-  // kernel addresses slot * row bytes).
-  const bool fallback =
-      a.cache.writeProtect || a.kPeOut.present() || !a.cache.isDense() ||
-      !rowsAligned16(a.kvC) || !rowsAligned16(a.kPe) || !rowsAligned16(a.qPe) ||
-      !rowsAligned16(a.qPeIn) || !rowsAligned16(a.latentNormWeight) ||
-      (rope && !rowsAligned16(a.cosSin)) ||
-      reinterpret_cast<uintptr_t>(a.cache.data) % 16 != 0;
+  // compiler never asks for one), a strided cache view (the generated
+  // kernel addresses slot * row bytes) and a device scale.
+  const bool fallback = a.cache.writeProtect || a.kPeOut.present() ||
+                        !a.cache.isDense() || a.cache.scaleTensor ||
+                        !rowsAligned16(a.kvC) || !rowsAligned16(a.kPe) ||
+                        !rowsAligned16(a.qPe) || !rowsAligned16(a.qPeIn) ||
+                        !rowsAligned16(a.latentNormWeight) ||
+                        (rope && !rowsAligned16(a.cosSin)) ||
+                        reinterpret_cast<uintptr_t>(a.cache.data) % 16 != 0;
   if (fallback)
     return rope ? ropeCacheUpdate(ctx, a, stream)
                 : cacheUpdate(ctx, {a.kvC, a.kPe, a.slotMapping, a.cache},

@@ -85,6 +85,7 @@ struct CacheView {
   int64_t blockStride; ///< bytes between blocks (KVCacheRef::blockBytes)
   int blockSize, layout, dtype, latent, rope;
   float scale;
+  const float *scalePtr; ///< KVCacheRef::scaleTensor: overrides scale
   const int32_t *table;
   int64_t tableS0, tableS1, maxBlocks;
 };
@@ -219,7 +220,7 @@ __device__ __forceinline__ float decodeVal(const CacheView &c,
   if (c.layout == int(CacheLayout::Plain))
     return loadF(row, c.dtype, i);
   if (c.layout == int(CacheLayout::Fp8PerTensor))
-    return fp8BitsToFloat(row[i]) * c.scale;
+    return fp8BitsToFloat(row[i]) * (c.scalePtr ? *c.scalePtr : c.scale);
   if (i < c.latent)
     return fp8BitsToFloat(row[i]) *
            reinterpret_cast<const float *>(row + c.latent)[i / 128];

@@ -1033,6 +1033,7 @@ CacheView makeView(const KVCacheRef &cache, const TensorRef &table) {
   v.latent = int(cache.desc.latentRank);
   v.rope = int(cache.desc.ropeDim);
   v.scale = cache.scale;
+  v.scalePtr = cache.scaleTensor;
   v.table = static_cast<const int32_t *>(table.data);
   v.tableS0 = table.strides[0];
   v.tableS1 = table.strides[1];

@@ -59,13 +59,13 @@ def _layout(kv_cache_dtype):
 
 
 def _scale(scale):
-    """A host float from vLLM's per-tensor scale (a one-element tensor, a
-    float or None). Reading a CUDA tensor synchronises; the runtime does
-    not take the scale as a device scalar yet."""
+    """vLLM's per-tensor scale as the kernels take it: a one-element
+    float32 tensor on the cache's device (read by the kernel when it runs,
+    no synchronisation), or a number (None: 1)."""
     if scale is None:
         return 1.0
-    if hasattr(scale, "item"):
-        return float(scale.reshape(-1)[0].item())
+    if hasattr(scale, "__dlpack__"):
+        return scale
     return float(scale)
 
 
