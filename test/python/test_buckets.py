@@ -91,3 +91,53 @@ def test_a_padded_batch_matches_its_exact_step(rng):
         buckets.bucket_for(5)
     with pytest.raises(ValueError, match="rows, not 3"):
         buckets.run(dict(inputs, positions=step["positions"][:2]))
+
+
+def test_a_padded_prefill_matches_its_exact_step(rng, tmp_path):
+    """Two requests, 13 new tokens (one with 9 cached tokens of context),
+    on the 16-token bucket of a 3-request compile: the same output and
+    cache as the exact (13 tokens, 2 requests) step."""
+    prefill = dict(STEP, max_blocks_per_seq=2)
+    artifacts = mc.compile_buckets(CONFIG, [8, 16], phase="prefill",
+                                   requests=3, cache_dir=tmp_path, **prefill)
+    assert all(name.startswith("prefill-") for name in os.listdir(tmp_path))
+    exact = rt.Artifact.load(mc.compile(model=CONFIG, phase="prefill",
+                                        tokens=13, requests=2, **prefill))
+    device = rt.Device("cpu")
+    weights = deepseek_layer.random_weights(CONFIG, 0, rng)
+    cos_sin = deepseek_layer.cos_sin_table(32, CONFIG["qk_rope_head_dim"])
+    absorbed = dict(rt.absorb(weights, exact), cos_sin_cache=cos_sin)
+    info = exact.caches[0]
+    engine = deepseek_layer.Engine(info, 6, 2)
+    engine.cache[:] = rng.standard_normal(engine.cache.shape, np.float32)
+    engine.schedule(0, 9)  # request 0's cached context
+    step, _ = engine.metadata([0, 1], [4, 9])
+    inputs = dict(step, hidden_states=rng.standard_normal((13, 256),
+                                                          np.float32))
+    cache_before = engine.cache.copy()
+
+    buckets = rt.PrefillBuckets(artifacts, device)
+    assert buckets.requests == 3 and buckets.bucket_for(13) == 16
+    buckets.bind_weights(absorbed)
+    buckets.bind_cache(info.name, engine.cache)
+    padded_out = buckets.run(inputs)["hidden_states_out"].copy()
+    padded_cache = engine.cache.copy()
+
+    engine.cache[:] = cache_before
+    executor = rt.Executor(exact, device)
+    rt.bind_weights(executor, absorbed)
+    executor.bind_cache(info.name, engine.cache)
+    out = np.zeros((13, 256), np.float32)
+    for name, tensor in dict(inputs, hidden_states_out=out).items():
+        executor.bind(name, tensor)
+    executor.run()
+    np.testing.assert_array_equal(padded_out, out)
+    np.testing.assert_array_equal(padded_cache, engine.cache)
+    assert not np.array_equal(padded_cache, cache_before)
+
+    with pytest.raises(ValueError, match="more than the buckets' 3"):
+        buckets.step(4, 4)
+    with pytest.raises(ValueError, match="rows, not 3"):
+        buckets.run(dict(inputs, query_start_loc=step["query_start_loc"][:2]))
+    with pytest.raises(TypeError, match="buckets give the tokens"):
+        mc.compile_buckets(CONFIG, [8], phase="prefill", tokens=8)

@@ -9,9 +9,9 @@ or float8: uint16 and uint8 arrays carry their bits. See docs/python.md.
 
 from ._mlart import (Artifact, BufferInfo, CacheInfo, Device, Error, Executor,
                      InstructionInfo, __version__)
-from .buckets import DecodeBuckets
+from .buckets import DecodeBuckets, PrefillBuckets
 from .weights import absorb, bind_weights, split_kv_b_proj
 
 __all__ = ["Artifact", "BufferInfo", "CacheInfo", "DecodeBuckets", "Device",
-           "Error", "Executor", "InstructionInfo", "absorb", "bind_weights",
-           "split_kv_b_proj"]
+           "Error", "Executor", "InstructionInfo", "PrefillBuckets", "absorb",
+           "bind_weights", "split_kv_b_proj"]
