@@ -16,17 +16,26 @@ every cache row it wrote. No other cache byte may change.
 
     python3 examples/python/deepseek_layer.py [--model deepseek-v2-lite]
 
+With ``--torch cpu`` or ``--torch cuda`` the engine's tensors (weights,
+cache, step buffers) are PyTorch tensors, bound by DLPack; on CUDA the
+steps run on torch's current stream. A machine with a GPU but no MLIR runs
+artifacts compiled elsewhere:
+
+    deepseek_layer.py --target cuda-sm90 --save-artifacts DIR   # here
+    deepseek_layer.py --artifacts DIR --torch cuda              # there
+
 The cos/sin table is plain rope (base 10000). Both sides read the same
 table, so the check holds whichever table a model uses. Exits 0 when
 everything matches, 1 otherwise. docs/python.md explains the API.
 """
 
 import argparse
+import json
+import os
 import sys
 
 import numpy as np
 
-import mla.compiler as mc
 import mla.runtime as rt
 
 BLOCK_SIZE = 16
@@ -208,6 +217,77 @@ def relative_error(got, want):
     return float(np.abs(got - want).max() / max(np.abs(want).max(), 1e-30))
 
 
+def compile_steps(args):
+    """(model description, prefill bytes, decode bytes) compiled in process
+    (mla.compiler needs MLIR; the runtime half does not)."""
+    import mla.compiler as mc
+    config, softmax_scale = mc.model_config(args.model)
+    max_blocks = -(-(max(args.prompts) + args.decode_steps) // BLOCK_SIZE)
+    shape = dict(layers=1, dtype="f32", block_size=BLOCK_SIZE,
+                 max_blocks_per_seq=max_blocks,
+                 max_position=BLOCK_SIZE * max_blocks)
+    pipeline = "" if args.target == "cpu" else f"target={args.target}"
+    prefill = mc.compile(model=args.model, phase="prefill",
+                         tokens=sum(args.prompts), requests=len(args.prompts),
+                         pipeline=pipeline, **shape)
+    decode = mc.compile(model=args.model, batch=len(args.prompts),
+                        pipeline=pipeline, **shape)
+    model = dict(config=config, softmax_scale=softmax_scale,
+                 prompts=args.prompts, decode_steps=args.decode_steps,
+                 max_blocks=max_blocks)
+    return model, prefill, decode
+
+
+def load_steps(directory):
+    with open(os.path.join(directory, "model.json")) as f:
+        model = json.load(f)
+    steps = []
+    for name in ("prefill.mlaa", "decode.mlaa"):
+        with open(os.path.join(directory, name), "rb") as f:
+            steps.append(f.read())
+    return (model, *steps)
+
+
+def save_steps(directory, model, prefill, decode):
+    os.makedirs(directory, exist_ok=True)
+    with open(os.path.join(directory, "model.json"), "w") as f:
+        json.dump(model, f)
+    for name, artifact in (("prefill.mlaa", prefill), ("decode.mlaa", decode)):
+        with open(os.path.join(directory, name), "wb") as f:
+            f.write(artifact)
+
+
+class Tensors:
+    """The engine's tensor library: NumPy, or torch on a device. The
+    reference and the checks read host NumPy copies (`host`)."""
+
+    def __init__(self, torch_device):
+        self.torch = None
+        if torch_device is not None:
+            import torch
+            self.torch, self.device = torch, torch.device(torch_device)
+
+    def runtime_device(self):
+        if self.torch is not None and self.device.type == "cuda":
+            return rt.Device(f"cuda:{self.device.index or 0}")
+        return rt.Device("cpu")
+
+    def stream(self):
+        """The stream the engine's work is on (torch's current one)."""
+        if self.torch is not None and self.device.type == "cuda":
+            return self.torch.cuda.current_stream(self.device)
+        return None
+
+    def of(self, array):
+        if self.torch is None:
+            return array
+        return self.torch.from_numpy(np.ascontiguousarray(array)).to(
+            self.device)
+
+    def host(self, tensor):
+        return tensor if self.torch is None else tensor.cpu().numpy()
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--model", default="deepseek-v2-lite")
@@ -215,37 +295,53 @@ def main(argv=None):
     parser.add_argument("--decode-steps", type=int, default=3)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--tolerance", type=float, default=1e-4)
+    parser.add_argument("--torch", metavar="DEVICE",
+                        help="hold the engine's tensors as torch tensors on "
+                             "DEVICE ('cpu' or 'cuda')")
+    parser.add_argument("--target", default="cpu",
+                        help="compile for 'cpu' or 'cuda-sm90'")
+    parser.add_argument("--save-artifacts", metavar="DIR",
+                        help="compile the two steps into DIR and exit")
+    parser.add_argument("--artifacts", metavar="DIR",
+                        help="run the steps saved in DIR instead of "
+                             "compiling (their prompts and steps apply)")
     args = parser.parse_args(argv)
 
+    if args.artifacts:
+        model, prefill_bytes, decode_bytes = load_steps(args.artifacts)
+        args.prompts, args.decode_steps = model["prompts"], model[
+            "decode_steps"]
+    else:
+        model, prefill_bytes, decode_bytes = compile_steps(args)
+    if args.save_artifacts:
+        save_steps(args.save_artifacts, model, prefill_bytes, decode_bytes)
+        return 0
+    prefill = rt.Artifact.load(prefill_bytes)
+    decode = rt.Artifact.load(decode_bytes)
+    config, softmax_scale = model["config"], model["softmax_scale"]
+    max_blocks = model["max_blocks"]
+
     rng = np.random.default_rng(args.seed)
-    config, softmax_scale = mc.model_config(args.model)
+    lib = Tensors(args.torch)
     requests = list(range(len(args.prompts)))
-    max_blocks = -(-(max(args.prompts) + args.decode_steps) // BLOCK_SIZE)
-    max_position = BLOCK_SIZE * max_blocks
-    shape = dict(layers=1, dtype="f32", block_size=BLOCK_SIZE,
-                 max_blocks_per_seq=max_blocks, max_position=max_position)
-
-    # Compile both steps in process; the runtime half needs no MLIR.
-    prefill = rt.Artifact.load(mc.compile(
-        model=args.model, phase="prefill", tokens=sum(args.prompts),
-        requests=len(requests), **shape))
-    decode = rt.Artifact.load(mc.compile(
-        model=args.model, batch=len(requests), **shape))
-
     weights = random_weights(config, 0, rng)
-    cos_sin = cos_sin_table(max_position, config["qk_rope_head_dim"])
+    cos_sin = cos_sin_table(BLOCK_SIZE * max_blocks,
+                            config["qk_rope_head_dim"])
     reference = ReferenceLayer(config, weights, cos_sin, softmax_scale)
     engine = Engine(prefill.caches[0], 1 + len(requests) * max_blocks,
                     max_blocks)
 
-    # One executor a step shape, both over the same weights and cache.
-    device = rt.Device("cpu")
-    absorbed = dict(rt.absorb(weights, prefill), cos_sin_cache=cos_sin)
+    # One executor a step shape, both over the same weights and cache, all
+    # the engine's own tensors (kv_b_proj is split by the package).
+    device, stream = lib.runtime_device(), lib.stream()
+    cache = lib.of(engine.cache)
+    absorbed = dict(rt.absorb({k: lib.of(v) for k, v in weights.items()},
+                              prefill), cos_sin_cache=lib.of(cos_sin))
     executors = {}
     for artifact in (prefill, decode):
         executor = rt.Executor(artifact, device)
-        rt.bind_weights(executor, absorbed)
-        executor.bind_cache(artifact.caches[0].name, engine.cache)
+        rt.bind_weights(executor, absorbed, stream=stream)
+        executor.bind_cache(artifact.caches[0].name, cache, stream=stream)
         executors[artifact.function_name] = executor
 
     failures = 0
@@ -257,13 +353,16 @@ def main(argv=None):
         step, schedule = engine.metadata(requests, counts)
         hidden = rng.standard_normal((sum(counts), config["hidden_size"]),
                                      np.float32)
-        out = np.full_like(hidden, POISON)
-        buffers = dict(step, hidden_states=hidden, hidden_states_out=out)
+        buffers = {k: lib.of(v) for k, v in step.items()}
+        buffers.update(hidden_states=lib.of(hidden),
+                       hidden_states_out=lib.of(np.full_like(hidden, POISON)))
         for b in artifact.buffers:
             if b.role != "weight":
-                executor.bind(b.name, buffers[b.name])
+                executor.bind(b.name, buffers[b.name], stream=stream)
         before = engine.cache.copy()
-        executor.run()
+        executor.run(stream=stream)
+        out = lib.host(buffers["hidden_states_out"])  # waits for the step
+        engine.cache[:] = lib.host(cache)
 
         want_out, want_rows = reference.step(hidden, schedule)
         flat = engine.cache.reshape(-1, engine.cache.shape[-1])

@@ -50,3 +50,14 @@ def test_kv_b_proj_split_shapes_and_errors():
     np.testing.assert_array_equal(w_uk[2, 3], w[2 * (nope + v_dim) + 3])
     with pytest.raises(ValueError, match="rows"):
         rt.split_kv_b_proj(w, heads + 1, nope, v_dim)
+
+
+def test_saved_artifacts_run_without_the_compiler(tmp_path, capsys):
+    """--save-artifacts here, --artifacts on a machine without MLIR."""
+    assert deepseek_layer.main(["--prompts", "3", "4", "--decode-steps",
+                                "1", "--save-artifacts", str(tmp_path)]) == 0
+    assert sorted(os.listdir(tmp_path)) == ["decode.mlaa", "model.json",
+                                            "prefill.mlaa"]
+    assert deepseek_layer.main(["--artifacts", str(tmp_path),
+                                "--seed", seed()]) == 0
+    assert capsys.readouterr().out.count("other rows unchanged") == 2

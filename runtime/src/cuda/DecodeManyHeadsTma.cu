@@ -20,8 +20,8 @@
 // columns] (row pitch = the cache's row bytes, plane pitch = its block
 // stride, so an engine's strided view loads like a dense cache) with boxes
 // of {64 columns, min(blockSize, 64) rows, 1 block} and the 128-byte
-// swizzle, which is exactly the
-// K-major layout the wgmma descriptors read: a 64-token tile is 9 boxes
+// swizzle, which is exactly the K-major layout the wgmma descriptors
+// read: a 64-token tile is 9 boxes
 // (block size >= 64) or 9 per block (16, 32). Blocks past the sequence's
 // last block are never loaded (their table entries may be anything); rows
 // past seq_len in the last tile (other tokens or garbage from the cache,
