@@ -4,6 +4,7 @@
 #include "common/CommandLine.h"
 
 #include <limits>
+#include <tuple>
 
 namespace mlarun {
 
@@ -29,7 +30,7 @@ std::optional<int> parseRunOptions(int argc, const char *const *argv,
       "--reference and --naive check the results; a mismatch exits 1. See "
       "docs/mla-run.md.");
   cl.addPositional({"ARTIFACT", &o.artifact, "the step artifact to run"});
-  std::vector<std::string> inputs;
+  std::vector<std::string> inputs, decodeInputs;
   cl.add({
       Option::string("reference", &o.reference, "ARTIFACT",
                      "also run ARTIFACT (e.g. the same model compiled "
@@ -84,6 +85,9 @@ std::optional<int> parseRunOptions(int argc, const char *const *argv,
       Option::string("decode-artifact", &o.decodeArtifact, "FILE",
                      "after one step of ARTIFACT (a prefill), run FILE (a "
                      "decode step) for --steps steps on the same caches"),
+      Option::list("decode-input", &decodeInputs, "NAME=FILE.npy",
+                   "(with --decode-artifact) bind the decode step's input "
+                   "NAME from a .npy file at every decode step"),
       Option::integer("shared-prefix", &o.sharedPrefix, 0, kNoMax, "N",
                       "all requests share their first N prompt tokens "
                       "(prefix caching)")
@@ -123,12 +127,18 @@ std::optional<int> parseRunOptions(int argc, const char *const *argv,
   if (std::optional<int> exit = cl.parseOrExit(argc, argv))
     return exit;
 
-  for (const std::string &kv : inputs) {
-    const size_t eq = kv.find('=');
-    if (eq == std::string::npos || eq == 0 || eq + 1 == kv.size())
-      return cl.usageError("--input needs NAME=FILE.npy, not '" + kv + "'");
-    o.inputs.emplace_back(kv.substr(0, eq), kv.substr(eq + 1));
-  }
+  for (auto [flag, values, out] :
+       {std::tuple("--input", &inputs, &o.inputs),
+        std::tuple("--decode-input", &decodeInputs, &o.decodeInputs)})
+    for (const std::string &kv : *values) {
+      const size_t eq = kv.find('=');
+      if (eq == std::string::npos || eq == 0 || eq + 1 == kv.size())
+        return cl.usageError(std::string(flag) + " needs NAME=FILE.npy, not '" +
+                             kv + "'");
+      out->emplace_back(kv.substr(0, eq), kv.substr(eq + 1));
+    }
+  if (!o.decodeInputs.empty() && o.decodeArtifact.empty())
+    return cl.usageError("--decode-input needs --decode-artifact");
   if (o.tune && !o.graph)
     return cl.usageError("--tune needs --graph");
   if (!o.decodeArtifact.empty()) {

@@ -35,6 +35,8 @@ struct RunOptions {
   double naiveSoftmaxScale = 0.0; ///< 0: read it from the artifact
   /// --input NAME=FILE.npy: host data of buffer NAME (instead of random).
   std::vector<std::pair<std::string, std::string>> inputs;
+  /// --decode-input NAME=FILE.npy: the same for the --decode-artifact steps.
+  std::vector<std::pair<std::string, std::string>> decodeInputs;
   std::string dumpOutput;       ///< --dump-output: last hidden_states_out
   std::string decodeArtifact;   ///< --decode-artifact: decode after prefill
   int decodeSteps = 0;          ///< with --decode-artifact: --steps

@@ -12,14 +12,16 @@ namespace mlarun {
 using namespace mlart;
 
 Status Harness::loadBoundInputs() {
-  for (const auto &[name, path] : options_.inputs) {
+  for (const auto &[name, path, flag, hint] : options_.inputs) {
     auto it = tensors_.find(name);
     if (it == tensors_.end())
-      return invalidArgument("--input " + name + ": the artifact has no "
-                             "buffer named '" + name + "'");
+      return invalidArgument(flag + " " + name +
+                             ": the artifact has no "
+                             "buffer named '" +
+                             name + "'");
     const BufferDecl &decl = it->second.decl;
     if (decl.role == BufferRole::StepMetadata || decl.role == BufferRole::Output)
-      return invalidArgument("--input " + name + ": '" + name + "' is " +
+      return invalidArgument(flag + " " + name + ": '" + name + "' is " +
                              bufferRoleName(decl.role) +
                              " (mla-run computes it); only inputs and "
                              "weights can be bound");
@@ -27,12 +29,12 @@ Status Harness::loadBoundInputs() {
         mlarun::readNpy(path, uint64_t(decl.sizeBytes()) + kMaxNpyHeaderBytes);
     if (!array.ok())
       return Status(array.status().code(),
-                    "--input " + name + ": " + array.status().message());
+                    flag + " " + name + ": " + array.status().message());
     if (Status s = mlarun::checkNpyMatches(array.value(), decl.dtype,
                                            decl.sizes, decl.rank);
         !s.ok())
-      return invalidArgument("--input " + name + "=" + path + ": " +
-                             s.message());
+      return invalidArgument(flag + " " + name + "=" + path + ": " +
+                             s.message() + hint);
     bound_[name] = std::move(array.value().data);
   }
   return Status::success();
@@ -175,6 +177,7 @@ Status Harness::readShapes() {
 Status Harness::continueFrom(Harness &prefill, const Artifact &artifact,
                              int64_t steps) {
   MLART_RETURN_IF_ERROR(allocateTensors(artifact));
+  MLART_RETURN_IF_ERROR(loadBoundInputs());
   if (prefill_)
     return invalidArgument("--decode-artifact: the artifact is a prefill "
                            "step (it has query_start_loc); give a decode step");

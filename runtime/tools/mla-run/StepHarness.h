@@ -42,8 +42,13 @@ struct HarnessOptions {
   uint64_t seed = 0;
   int steps = 2;
   int64_t context = 40;
-  /// --input NAME=FILE.npy: host data of buffer NAME (instead of random).
-  std::vector<std::pair<std::string, std::string>> inputs;
+  /// A buffer whose host data comes from a .npy file instead of random
+  /// values, as the option `flag` ("--input", "--decode-input") named it;
+  /// `hint` ends a shape mismatch's message.
+  struct BoundInput {
+    std::string name, path, flag, hint;
+  };
+  std::vector<BoundInput> inputs;
   int64_t sharedPrefix = 0; ///< common prompt tokens of all requests
   bool dummySlots = false;  ///< every step's slot_mapping is -1
   /// Each weight in its own allocation, never back to back with another

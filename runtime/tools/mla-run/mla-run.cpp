@@ -63,10 +63,37 @@ HarnessOptions harnessOptions(const Options &o) {
   h.seed = uint64_t(o.seed);
   h.steps = o.steps;
   h.context = o.context;
-  h.inputs = o.inputs;
+  for (const auto &[name, path] : o.inputs)
+    h.inputs.push_back({name, path, "--input", ""});
   h.sharedPrefix = o.sharedPrefix;
   h.dummySlots = o.dummySlots;
   h.separateWeights = o.separateWeights;
+  return h;
+}
+
+/// The decode steps after a prefill read --decode-input's files, and every
+/// --input the decode step also declares and --decode-input does not name
+/// (an input keeps its file's data at every step; a prefill-shaped file
+/// then fails the shape check with a hint instead of being ignored).
+HarnessOptions decodeHarnessOptions(const Options &o, const Artifact &decode) {
+  HarnessOptions h = harnessOptions(o);
+  h.inputs.clear();
+  for (const auto &[name, path] : o.decodeInputs)
+    h.inputs.push_back({name, path, "--decode-input", ""});
+  for (const auto &input : o.inputs) {
+    const std::string &name = input.first, &path = input.second;
+    const bool overridden =
+        std::any_of(o.decodeInputs.begin(), o.decodeInputs.end(),
+                    [&](const auto &d) { return d.first == name; });
+    const int index = decode.findBuffer(name);
+    if (overridden || index < 0 ||
+        decode.buffers()[size_t(index)].role != BufferRole::Input)
+      continue; // weights come from the prefill step
+    h.inputs.push_back({name, path, "--input",
+                        " (the decode steps read it too; give them their "
+                        "own file with --decode-input " +
+                            name + "=FILE.npy)"});
+  }
   return h;
 }
 
@@ -206,7 +233,7 @@ int runDecodePhase(Device &device, const Options &options, Harness &prefill,
   StatusOr<Artifact> artifact = Artifact::loadFile(options.decodeArtifact);
   if (!artifact.ok())
     return fail("loading " + options.decodeArtifact, artifact.status());
-  Harness harness(device, harnessOptions(options));
+  Harness harness(device, decodeHarnessOptions(options, artifact.value()));
   if (Status s = harness.continueFrom(prefill, artifact.value(),
                                       options.decodeSteps);
       !s.ok())
