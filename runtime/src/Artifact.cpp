@@ -177,7 +177,7 @@ bool addChecked(int64_t a, int64_t b, int64_t &out) {
   return !__builtin_add_overflow(a, b, &out);
 }
 
-bool validDType(uint8_t v) { return v <= uint8_t(DType::F64); }
+bool validDType(uint8_t v) { return isValidDType(v); }
 
 /// Largest size of one dimension we accept; keeps every product below 2^63.
 constexpr int64_t kMaxDim = int64_t(1) << 40;

@@ -1,5 +1,7 @@
-//===- DType.cpp - Scalar conversions for bf16, f16 and fp8 e4m3fn --------===//
+//===- DType.cpp - Scalar conversions for bf16, f16 and fp8 ---------------===//
 #include "mlart/DType.h"
+
+#include "Fp8Codec.h"
 
 #include <cmath>
 #include <cstring>
@@ -22,14 +24,16 @@ const char *dtypeName(DType t) {
     return "i64";
   case DType::F64:
     return "f64";
+  case DType::F8E5M2:
+    return "f8e5m2";
   }
   return "unknown";
 }
 
 bool parseDType(const char *name, DType &out) {
-  static const DType all[] = {DType::F32, DType::F16, DType::BF16,
-                              DType::F8E4M3FN, DType::I32, DType::I64,
-                              DType::F64};
+  static const DType all[] = {DType::F32,      DType::F16,   DType::BF16,
+                              DType::F8E4M3FN, DType::I32,   DType::I64,
+                              DType::F64,      DType::F8E5M2};
   for (DType t : all) {
     if (std::strcmp(name, dtypeName(t)) == 0) {
       out = t;
@@ -73,45 +77,9 @@ uint16_t floatToF16(float f) {
   return uint16_t(sign | uint16_t((rounded - 0x38000000u) >> 13));
 }
 
-float fp8e4m3ToFloat(uint8_t v) {
-  uint32_t sign = v & 0x80u;
-  uint32_t exp = (v >> 3) & 0xfu;
-  uint32_t mant = v & 0x7u;
-  float r;
-  if (exp == 0xf && mant == 0x7)
-    r = std::nanf("");
-  else if (exp == 0)
-    r = std::ldexp(float(mant), -9); // subnormal: mant/8 * 2^-6
-  else
-    r = std::ldexp(1.0f + float(mant) / 8.0f, int(exp) - 7);
-  return sign ? -r : r;
-}
-
-uint8_t floatToFp8e4m3(float f) {
-  if (std::isnan(f))
-    return 0x7f;
-  uint8_t sign = std::signbit(f) ? 0x80 : 0x00;
-  float a = std::fabs(f);
-  if (a >= kFp8E4M3Max)
-    return uint8_t(sign | 0x7e); // saturate to 448
-  if (a < std::ldexp(1.0f, -6)) {
-    // Subnormal range: multiples of 2^-9, round to nearest even.
-    float m = std::nearbyint(std::ldexp(a, 9));
-    return uint8_t(sign | uint8_t(m)); // m == 8 encodes the smallest normal
-  }
-  int e;
-  float frac = std::frexp(a, &e); // a = frac * 2^e, frac in [0.5, 1)
-  int exp = e - 1;                // a = (2*frac) * 2^exp, 2*frac in [1, 2)
-  float m = std::nearbyint((2.0f * frac - 1.0f) * 8.0f);
-  if (m >= 8.0f) { // mantissa overflowed into the exponent
-    m = 0.0f;
-    ++exp;
-  }
-  int biased = exp + 7;
-  uint8_t bits = uint8_t((biased << 3) | int(m));
-  if (bits > 0x7e)
-    bits = 0x7e;
-  return uint8_t(sign | bits);
-}
+float fp8e4m3ToFloat(uint8_t v) { return fp8::decode(v, fp8::e4m3()); }
+uint8_t floatToFp8e4m3(float f) { return fp8::encode(f, fp8::e4m3()); }
+float fp8e5m2ToFloat(uint8_t v) { return fp8::decode(v, fp8::e5m2()); }
+uint8_t floatToFp8e5m2(float f) { return fp8::encode(f, fp8::e5m2()); }
 
 } // namespace mlart

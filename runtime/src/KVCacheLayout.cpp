@@ -48,8 +48,10 @@ Status KVCacheDesc::validate() const {
                              dtypeName(dtype));
     break;
   case CacheLayout::Fp8PerTensor:
-    if (dtype != DType::F8E4M3FN)
-      return invalidArgument("fp8_per_tensor cache must have dtype f8e4m3fn");
+    if (!isFp8(dtype))
+      return invalidArgument(std::string("fp8_per_tensor cache rows must be "
+                                         "f8e4m3fn or f8e5m2, got ") +
+                             dtypeName(dtype));
     break;
   case CacheLayout::Fp8DsMla:
     if (dtype != DType::F8E4M3FN)
@@ -73,7 +75,7 @@ void decodeCacheRow(const KVCacheDesc &desc, const uint8_t *row, float scale,
     return;
   case CacheLayout::Fp8PerTensor:
     for (int64_t i = 0; i < n; ++i)
-      out[i] = fp8e4m3ToFloat(row[i]) * scale;
+      out[i] = loadAsFloat(row, desc.dtype, size_t(i)) * scale;
     return;
   case CacheLayout::Fp8DsMla: {
     const uint8_t *scales = row + desc.latentRank;

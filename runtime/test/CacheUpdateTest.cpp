@@ -16,8 +16,15 @@ using namespace mlart::test;
 
 namespace {
 
-/// What the cache stores: rows in the input dtype, or fp8 with scale 0.1.
-enum class CacheKind { Same, Fp8 };
+/// What the cache stores: rows in the input dtype, or per-tensor fp8 (e4m3fn
+/// or e5m2) with scale 0.1.
+enum class CacheKind { Same, Fp8, Fp8E5M2 };
+
+const char *kindName(CacheKind kind) {
+  return kind == CacheKind::Same  ? "same"
+         : kind == CacheKind::Fp8 ? "fp8"
+                                  : "fp8e5m2";
+}
 
 KVCacheDesc makeDesc(int64_t latent, int64_t rope, int64_t blocks,
                      int64_t blockSize, DType inType, CacheKind kind) {
@@ -26,7 +33,9 @@ KVCacheDesc makeDesc(int64_t latent, int64_t rope, int64_t blocks,
   d.blockSize = blockSize;
   d.latentRank = latent;
   d.ropeDim = rope;
-  d.dtype = kind == CacheKind::Same ? inType : DType::F8E4M3FN;
+  d.dtype = kind == CacheKind::Same  ? inType
+            : kind == CacheKind::Fp8 ? DType::F8E4M3FN
+                                     : DType::F8E5M2;
   d.layout = kind == CacheKind::Same ? CacheLayout::Plain
                                      : CacheLayout::Fp8PerTensor;
   return d;
@@ -56,11 +65,15 @@ void expectRow(const KVCacheDesc &desc, const std::vector<uint8_t> &bytes,
     const float ref = i < desc.latentRank
                           ? kvC.get(kvC.ref.offset({t, i}))
                           : kPe.get(kPe.ref.offset({t, i - desc.latentRank}));
-    // vLLM's tolerance for fp8 caches: atol 1e-3, rtol 0.1.
-    ASSERT_NEAR(decoded[size_t(i)], ref, 1e-3 + 0.1 * std::fabs(ref))
+    // vLLM's tolerance for fp8 caches: atol 1e-3, rtol 0.1; e5m2's half
+    // step is 2^-3 relative.
+    const double rtol = desc.dtype == DType::F8E5M2 ? 0.125 : 0.1;
+    ASSERT_NEAR(decoded[size_t(i)], ref, 1e-3 + rtol * std::fabs(ref))
         << "token " << t << " value " << i;
     if (desc.layout == CacheLayout::Fp8PerTensor)
-      ASSERT_EQ(row[i], floatToFp8e4m3(ref / scale));
+      ASSERT_EQ(row[i], desc.dtype == DType::F8E5M2
+                            ? floatToFp8e5m2(ref / scale)
+                            : floatToFp8e4m3(ref / scale));
   }
 }
 
@@ -118,11 +131,12 @@ INSTANTIATE_TEST_SUITE_P(
     Vllm, CacheUpdateGrid,
     ::testing::Combine(::testing::Values(int64_t(256), int64_t(512)),
                        ::testing::Values(DType::BF16, DType::F32),
-                       ::testing::Values(CacheKind::Same, CacheKind::Fp8)),
+                       ::testing::Values(CacheKind::Same, CacheKind::Fp8,
+                                         CacheKind::Fp8E5M2)),
     [](const auto &info) {
       return "rank" + std::to_string(std::get<0>(info.param)) + "_" +
              dtypeName(std::get<1>(info.param)) + "_" +
-             (std::get<2>(info.param) == CacheKind::Same ? "same" : "fp8");
+             kindName(std::get<2>(info.param));
     });
 
 /// A small bf16 setup shared by the edge-case tests.
@@ -257,6 +271,30 @@ TEST(CacheUpdate, Fp8PerTensorSaturates) {
   const std::vector<uint8_t> bytes = cacheBytes(cache);
   EXPECT_EQ(bytes[size_t(3 * desc.rowBytes())], 0x7e);
   EXPECT_EQ(bytes[size_t(3 * desc.rowBytes() + 1)], 0xfe);
+}
+
+TEST(CacheUpdate, Fp8E5M2PerTensorSaturatesInfinitiesToo) {
+  auto dev = createCpuDevice();
+  KVCacheDesc desc = makeDesc(256, 64, 2, 16, DType::F32, CacheKind::Fp8E5M2);
+  KVCache cache = std::move(KVCache::create(*dev, desc, 0.1f).value());
+  HostTensor kvC(DType::F32, {1, 256}), kPe(DType::F32, {1, 64});
+  std::mt19937 rng(6);
+  fillRandom(kvC, rng);
+  fillRandom(kPe, rng);
+  kvC.set(0, 1e4f); // 1e5 saturates to 57344 (0x7b), not to inf (0x7c)
+  kvC.set(1, -INFINITY);
+  kvC.set(2, 2.0f); // 20 = 1.25 * 2^4: exactly representable
+  HostTensor slots = indexTensor({5});
+  ASSERT_TRUE(dev->kernels()
+                  .cacheUpdate(
+                      CacheUpdateArgs{kvC.ref, kPe.ref, slots.ref, cache.ref()},
+                      nullptr)
+                  .ok());
+  const std::vector<uint8_t> bytes = cacheBytes(cache);
+  const size_t row = size_t(5 * desc.rowBytes());
+  EXPECT_EQ(bytes[row], 0x7b);
+  EXPECT_EQ(bytes[row + 1], 0xfb);
+  EXPECT_EQ(bytes[row + 2], 0x4d); // exponent 4 + 15 = 19, mantissa 01
 }
 
 // fp8_ds_mla: [512 fp8 | 4 x f32 tile scale | 64 x bf16 rope] = 656 bytes.

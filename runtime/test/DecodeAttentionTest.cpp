@@ -190,6 +190,8 @@ INSTANTIATE_TEST_SUITE_P(
                    DType::BF16, DType::F32, 16, 16},
         DecodeCase{"fp8", CacheLayout::Fp8PerTensor, DType::F8E4M3FN,
                    DType::F16, DType::F16, 64, 128},
+        DecodeCase{"fp8e5m2", CacheLayout::Fp8PerTensor, DType::F8E5M2,
+                   DType::BF16, DType::F32, 16, 64},
         DecodeCase{"fp8dsmla", CacheLayout::Fp8DsMla, DType::F8E4M3FN,
                    DType::F16, DType::F32, 64, 16},
         DecodeCase{"fp8dsmla", CacheLayout::Fp8DsMla, DType::F8E4M3FN,

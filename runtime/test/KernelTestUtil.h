@@ -109,7 +109,12 @@ public:
     desc_.latentRank = latent;
     desc_.ropeDim = rope;
     desc_.layout = layout;
-    desc_.dtype = layout == CacheLayout::Plain ? plainType : DType::F8E4M3FN;
+    // plainType names the fp8 encoding of a per-tensor cache (e4m3fn
+    // unless it is an fp8 type).
+    desc_.dtype = layout == CacheLayout::Plain ? plainType
+                  : layout == CacheLayout::Fp8PerTensor && isFp8(plainType)
+                      ? plainType
+                      : DType::F8E4M3FN;
     // A per-tensor scale other than 1 so that forgetting it shows.
     scale_ = layout == CacheLayout::Fp8PerTensor ? 0.0125f : 1.0f;
     data_.resize(size_t(desc_.totalBytes()));
@@ -145,8 +150,8 @@ public:
       return;
     case CacheLayout::Fp8PerTensor:
       for (int64_t i = 0; i < n; ++i) {
-        p[i] = floatToFp8e4m3(v[i] / scale_);
-        dec[i] = double(fp8e4m3ToFloat(p[i])) * scale_;
+        storeFromFloat(p, desc_.dtype, size_t(i), v[i] / scale_);
+        dec[i] = double(loadAsFloat(p, desc_.dtype, size_t(i))) * scale_;
       }
       return;
     case CacheLayout::Fp8DsMla: {

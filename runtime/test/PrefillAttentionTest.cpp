@@ -200,6 +200,7 @@ TEST(PrefillAttention, ContextFromEveryCacheLayout) {
   for (Layout c : {Layout{CacheLayout::Plain, DType::F32, 64},
                    Layout{CacheLayout::Plain, DType::F16, 16},
                    Layout{CacheLayout::Fp8PerTensor, DType::F8E4M3FN, 16},
+                   Layout{CacheLayout::Fp8PerTensor, DType::F8E5M2, 32},
                    Layout{CacheLayout::Fp8DsMla, DType::F8E4M3FN, 64}}) {
     SCOPED_TRACE(std::string(cacheLayoutName(c.layout)) + " " +
                  dtypeName(c.type));

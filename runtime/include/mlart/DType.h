@@ -1,8 +1,8 @@
 //===- DType.h - Element types and scalar conversions of the runtime ------===//
 //
-// The runtime stores bf16, f16 and fp8 (e4m3fn) as raw bit patterns; these
-// helpers convert them to and from float with the rounding the kernels use
-// (round-to-nearest-even; fp8 saturates to +-448).
+// The runtime stores bf16, f16 and fp8 (e4m3fn, e5m2) as raw bit patterns;
+// these helpers convert them to and from float with the rounding the kernels
+// use (round-to-nearest-even; fp8 saturates to its largest finite value).
 //
 //===----------------------------------------------------------------------===//
 #ifndef MLART_DTYPE_H
@@ -23,7 +23,16 @@ enum class DType : int {
   I32 = 4,
   I64 = 5,
   F64 = 6,
+  F8E5M2 = 7,
 };
+/// The largest DType value (the numbering has no gaps).
+constexpr DType kLastDType = DType::F8E5M2;
+/// Whether `v` is the numeric value of a DType (artifacts, the C API).
+inline bool isValidDType(int64_t v) { return v >= 0 && v <= int(kLastDType); }
+/// fp8 e4m3fn or e5m2.
+inline bool isFp8(DType t) {
+  return t == DType::F8E4M3FN || t == DType::F8E5M2;
+}
 
 /// Size of one element in bytes.
 inline size_t dtypeSize(DType t) {
@@ -35,6 +44,7 @@ inline size_t dtypeSize(DType t) {
   case DType::BF16:
     return 2;
   case DType::F8E4M3FN:
+  case DType::F8E5M2:
     return 1;
   case DType::I64:
   case DType::F64:
@@ -77,9 +87,15 @@ uint16_t floatToF16(float f);
 float fp8e4m3ToFloat(uint8_t v);
 /// Round-to-nearest-even with saturation to +-448; NaN maps to 0x7f.
 uint8_t floatToFp8e4m3(float f);
+/// fp8 e5m2: 0x7c is inf, max finite 57344.
+float fp8e5m2ToFloat(uint8_t v);
+/// Round-to-nearest-even with saturation to +-57344 (infinities too); NaN
+/// maps to 0x7f.
+uint8_t floatToFp8e5m2(float f);
 
-/// Largest finite fp8 e4m3fn value.
+/// Largest finite fp8 e4m3fn and e5m2 values.
 constexpr float kFp8E4M3Max = 448.0f;
+constexpr float kFp8E5M2Max = 57344.0f;
 
 /// Reads element `i` of a buffer of type `t` as float (floating types only).
 inline float loadAsFloat(const void *base, DType t, size_t i) {
@@ -92,6 +108,8 @@ inline float loadAsFloat(const void *base, DType t, size_t i) {
     return bf16ToFloat(static_cast<const uint16_t *>(base)[i]);
   case DType::F8E4M3FN:
     return fp8e4m3ToFloat(static_cast<const uint8_t *>(base)[i]);
+  case DType::F8E5M2:
+    return fp8e5m2ToFloat(static_cast<const uint8_t *>(base)[i]);
   case DType::F64:
     return float(static_cast<const double *>(base)[i]);
   case DType::I32:
@@ -116,6 +134,9 @@ inline void storeFromFloat(void *base, DType t, size_t i, float v) {
     return;
   case DType::F8E4M3FN:
     static_cast<uint8_t *>(base)[i] = floatToFp8e4m3(v);
+    return;
+  case DType::F8E5M2:
+    static_cast<uint8_t *>(base)[i] = floatToFp8e5m2(v);
     return;
   case DType::F64:
     static_cast<double *>(base)[i] = v;

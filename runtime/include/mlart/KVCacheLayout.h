@@ -19,7 +19,8 @@ namespace mlart {
 enum class CacheLayout : int {
   /// latent + rope values of `dtype` (bf16, f16 or f32).
   Plain = 0,
-  /// latent + rope fp8 e4m3fn values, one per-tensor scale (value = q*scale).
+  /// latent + rope fp8 values (e4m3fn or e5m2), one per-tensor scale
+  /// (value = q * scale).
   Fp8PerTensor = 1,
   /// DeepSeek's fp8_ds_mla: latent fp8 values, latent/128 f32 tile scales,
   /// then rope bf16 values (656 bytes for 512 + 64).
@@ -38,7 +39,8 @@ struct KVCacheDesc {
   int64_t blockSize = 0;
   int64_t latentRank = 512;
   int64_t ropeDim = 64;
-  /// Element type of Plain rows; F8E4M3FN for the two fp8 layouts.
+  /// Element type of Plain rows; F8E4M3FN or F8E5M2 for Fp8PerTensor,
+  /// F8E4M3FN for Fp8DsMla.
   DType dtype = DType::BF16;
   CacheLayout layout = CacheLayout::Plain;
 

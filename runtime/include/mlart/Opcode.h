@@ -26,7 +26,7 @@
 #define MLART_T_F8 (1u << int(::mlart::DType::F8E4M3FN))
 #define MLART_T_I32 (1u << int(::mlart::DType::I32))
 #define MLART_T_INDEX (MLART_T_I32 | (1u << int(::mlart::DType::I64)))
-#define MLART_T_ANY 0x7Fu
+#define MLART_T_ANY ((1u << (int(::mlart::kLastDType) + 1)) - 1u)
 #define MLART_NO_FLAGS 0u
 #define MLART_FLAG_ERROR_RECORD 1u
 

@@ -66,7 +66,8 @@ typedef enum mlart_dtype {
   MLART_DTYPE_F8E4M3FN = 3,
   MLART_DTYPE_I32 = 4,
   MLART_DTYPE_I64 = 5,
-  MLART_DTYPE_F64 = 6
+  MLART_DTYPE_F64 = 6,
+  MLART_DTYPE_F8E5M2 = 7
 } mlart_dtype;
 
 /** Maximum tensor rank. */

@@ -5,6 +5,12 @@ using namespace mlart;
 using mlart::capi::guarded;
 using mlart::capi::toStreamHandle;
 
+// mlart_dtype mirrors DType value for value; the last ones pin the numbering.
+static_assert(int(MLART_DTYPE_F64) == int(DType::F64) &&
+                  int(MLART_DTYPE_F8E5M2) == int(DType::F8E5M2) &&
+                  DType::F8E5M2 == kLastDType,
+              "mlart_dtype and mlart::DType disagree");
+
 namespace {
 /// Returned when even allocating an error status fails; never freed.
 mlart_status_s oomStatus{MLART_STATUS_RESOURCE_EXHAUSTED,
@@ -50,8 +56,8 @@ Status writeCacheBlocking(KVCache &cache, size_t offset, const void *src,
 StatusOr<KVCacheDesc> toCacheDesc(const mlart_kv_cache_desc *desc) {
   if (!desc)
     return nullArg("desc");
-  if (int(desc->dtype) < 0 || int(desc->dtype) > int(DType::F64) ||
-      int(desc->layout) < 0 || int(desc->layout) > int(CacheLayout::Fp8DsMla))
+  if (!isValidDType(int64_t(desc->dtype)) || int(desc->layout) < 0 ||
+      int(desc->layout) > int(CacheLayout::Fp8DsMla))
     return invalidArgument("cache desc has an unknown dtype or layout");
   KVCacheDesc d;
   d.numBlocks = desc->num_blocks;
@@ -92,7 +98,7 @@ Status toTensorRef(const mlart_tensor &t, const char *name, TensorRef &out) {
   if (t.rank < 0 || t.rank > MLART_MAX_RANK)
     return invalidArgument(std::string(name) + ": rank " +
                            std::to_string(t.rank) + " is not in [0, 4]");
-  if (int(t.dtype) < 0 || int(t.dtype) > int(DType::F64))
+  if (!isValidDType(int64_t(t.dtype)))
     return invalidArgument(std::string(name) + ": unknown dtype " +
                            std::to_string(int(t.dtype)));
   out = TensorRef();

@@ -143,11 +143,11 @@ void writeCacheRow(const KVCacheRef &cache, int64_t slot, const uint8_t *latent,
   case CacheLayout::Fp8PerTensor: {
     // Division, not multiplication by 1/scale, to match vLLM's rounding.
     for (int64_t i = 0; i < desc.latentRank; ++i)
-      row[i] = floatToFp8e4m3(loadAsFloat(latent, latentType, size_t(i)) /
-                              cache.scale);
+      storeFromFloat(row, desc.dtype, size_t(i),
+                     loadAsFloat(latent, latentType, size_t(i)) / cache.scale);
     for (int64_t i = 0; i < desc.ropeDim; ++i)
-      row[desc.latentRank + i] =
-          floatToFp8e4m3(loadAsFloat(rope, ropeType, size_t(i)) / cache.scale);
+      storeFromFloat(row + desc.latentRank, desc.dtype, size_t(i),
+                     loadAsFloat(rope, ropeType, size_t(i)) / cache.scale);
     return;
   }
   case CacheLayout::Fp8DsMla: {

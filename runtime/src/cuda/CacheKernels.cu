@@ -254,7 +254,7 @@ __device__ void writeRow(const WriteParams &p, const uint8_t *kv,
     for (int i = lane; i < p.latent + p.rope; i += 32) {
       const float v = i < p.latent ? latentF(p, kv, i, inv)
                                    : loadF(kp, p.kpType, i - p.latent);
-      row[i] = floatToFp8Bits(__fdiv_rn(v, scale));
+      row[i] = floatToFp8(__fdiv_rn(v, scale), p.cacheType);
     }
     return;
   }

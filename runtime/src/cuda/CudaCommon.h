@@ -9,6 +9,7 @@
 #ifndef MLART_CUDA_CUDACOMMON_H
 #define MLART_CUDA_CUDACOMMON_H
 
+#include "Fp8Codec.h"
 #include "mlart/CudaDevice.h"
 #include "mlart/Kernels.h"
 
@@ -210,40 +211,20 @@ __device__ __forceinline__ uint16_t floatToF16Bits(float f) {
   return __half_as_ushort(__float2half_rn(f));
 }
 __device__ __forceinline__ float fp8BitsToFloat(uint8_t v) {
-  uint32_t sign = v & 0x80u, exp = (v >> 3) & 0xfu, mant = v & 0x7u;
-  float r;
-  if (exp == 0xf && mant == 0x7)
-    r = __int_as_float(0x7fc00000);
-  else if (exp == 0)
-    r = ldexpf(float(mant), -9);
-  else
-    r = ldexpf(1.0f + float(mant) / 8.0f, int(exp) - 7);
-  return sign ? -r : r;
+  return fp8::decode(v, fp8::e4m3());
 }
 __device__ __forceinline__ uint8_t floatToFp8Bits(float f) {
-  if (isnan(f))
-    return 0x7f;
-  uint8_t sign = signbit(f) ? 0x80 : 0x00;
-  float a = fabsf(f);
-  if (a >= 448.0f)
-    return uint8_t(sign | 0x7e);
-  if (a < 0.015625f) {
-    float m = rintf(a * 512.0f);
-    return uint8_t(sign | uint8_t(m));
-  }
-  int e;
-  float frac = frexpf(a, &e);
-  int exp = e - 1;
-  float m = rintf(__fmul_rn(__fsub_rn(__fmul_rn(2.0f, frac), 1.0f), 8.0f));
-  if (m >= 8.0f) {
-    m = 0.0f;
-    ++exp;
-  }
-  int biased = exp + 7;
-  int bits = (biased << 3) | int(m);
-  if (bits > 0x7e)
-    bits = 0x7e;
-  return uint8_t(sign | bits);
+  return fp8::encode(f, fp8::e4m3());
+}
+/// fp8 code `v` of DType `dtype` (e4m3fn or e5m2) as float.
+__device__ __forceinline__ float fp8ToFloat(uint8_t v, int dtype) {
+  return fp8::decode(v,
+                     dtype == int(DType::F8E5M2) ? fp8::e5m2() : fp8::e4m3());
+}
+/// `f` as an fp8 code of DType `dtype` (e4m3fn or e5m2).
+__device__ __forceinline__ uint8_t floatToFp8(float f, int dtype) {
+  return fp8::encode(f,
+                     dtype == int(DType::F8E5M2) ? fp8::e5m2() : fp8::e4m3());
 }
 /// Element i of a float-typed buffer as float.
 __device__ __forceinline__ float loadF(const void *base, int dtype,
@@ -256,7 +237,8 @@ __device__ __forceinline__ float loadF(const void *base, int dtype,
   case int(DType::BF16):
     return bf16BitsToFloat(static_cast<const uint16_t *>(base)[i]);
   case int(DType::F8E4M3FN):
-    return fp8BitsToFloat(static_cast<const uint8_t *>(base)[i]);
+  case int(DType::F8E5M2):
+    return fp8ToFloat(static_cast<const uint8_t *>(base)[i], dtype);
   case int(DType::F64):
     return float(static_cast<const double *>(base)[i]);
   default:
@@ -276,7 +258,8 @@ __device__ __forceinline__ void storeF(void *base, int dtype, int64_t i,
     static_cast<uint16_t *>(base)[i] = floatToBf16Bits(v);
     return;
   case int(DType::F8E4M3FN):
-    static_cast<uint8_t *>(base)[i] = floatToFp8Bits(v);
+  case int(DType::F8E5M2):
+    static_cast<uint8_t *>(base)[i] = floatToFp8(v, dtype);
     return;
   case int(DType::F64):
     static_cast<double *>(base)[i] = double(v);

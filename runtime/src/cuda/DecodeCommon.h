@@ -214,13 +214,21 @@ int decodeSplitHeuristicMany(int smCount, int64_t batch, int64_t headGroups,
                              int64_t maxLen);
 
 #ifdef __CUDACC__
-/// Value i of a paged cache row (latent channels, then rope), dequantised.
-__device__ __forceinline__ float decodeVal(const CacheView &c,
-                                           const uint8_t *row, int i) {
+/// The per-tensor fp8 scale of the cache, read once per kernel (after the
+/// PDL wait): a device tensor is the engine's and may change between graph
+/// replays, so it is never folded into the launch parameters.
+__device__ __forceinline__ float cacheTensorScale(const CacheView &c) {
+  return c.scalePtr ? __ldg(c.scalePtr) : c.scale;
+}
+
+/// Value i of a paged cache row (latent channels, then rope), dequantised;
+/// `tensorScale` is cacheTensorScale(c).
+__device__ __forceinline__ float
+decodeVal(const CacheView &c, const uint8_t *row, int i, float tensorScale) {
   if (c.layout == int(CacheLayout::Plain))
     return loadF(row, c.dtype, i);
   if (c.layout == int(CacheLayout::Fp8PerTensor))
-    return fp8BitsToFloat(row[i]) * (c.scalePtr ? *c.scalePtr : c.scale);
+    return fp8ToFloat(row[i], c.dtype) * tensorScale;
   if (i < c.latent)
     return fp8BitsToFloat(row[i]) *
            reinterpret_cast<const float *>(row + c.latent)[i / 128];

@@ -963,6 +963,7 @@ constexpr int kGenThreads = 128, kGenMaxPerThread = 8; // latent <= 1024
 
 __global__ void decodeGenericKernel(GenericDecodeParams p) {
   pdlPrologue();
+  const float kvScale = cacheTensorScale(p.c);
   const int b = blockIdx.y, h = blockIdx.x, tid = threadIdx.x;
   __shared__ float red[kGenThreads / 32];
   const int D = p.c.latent + p.c.rope;
@@ -988,7 +989,7 @@ __global__ void decodeGenericKernel(GenericDecodeParams p) {
     }
     float part = 0.0f;
     for (int i = tid; i < D; i += kGenThreads)
-      part += loadF(qrow, p.qType, i) * decodeVal(p.c, row, i);
+      part += loadF(qrow, p.qType, i) * decodeVal(p.c, row, i, kvScale);
     part = warpSum(part);
     if ((tid & 31) == 0)
       red[tid >> 5] = part;
@@ -1006,7 +1007,7 @@ __global__ void decodeGenericKernel(GenericDecodeParams p) {
     for (int k = 0; k < kGenMaxPerThread; ++k) {
       const int c = tid + k * kGenThreads;
       if (c < p.c.latent)
-        acc[k] = acc[k] * alpha + pr * decodeVal(p.c, row, c);
+        acc[k] = acc[k] * alpha + pr * decodeVal(p.c, row, c, kvScale);
     }
   }
   const float inv = l > 0.0f ? 1.0f / l : 0.0f;

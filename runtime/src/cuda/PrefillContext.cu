@@ -50,6 +50,7 @@ struct GatherParams {
 __global__ void __launch_bounds__(kGatherThreads)
     gatherContextKernel(GatherParams p) {
   pdlPrologue();
+  const float kvScale = cacheTensorScale(p.c);
   const int64_t row = blockIdx.x;
   const int r = int(row / p.pad), j = int(row % p.pad);
   const int tid = int(threadIdx.x);
@@ -65,11 +66,11 @@ __global__ void __launch_bounds__(kGatherThreads)
     atomicMin(&p.rec->badSeqIndex, r);
   for (int c = tid; c < p.latent; c += kGatherThreads)
     storeF(p.latentOut, p.dtype, row * p.latent + c,
-           src ? decodeVal(p.c, src, c) : 0.0f);
+           src ? decodeVal(p.c, src, c, kvScale) : 0.0f);
   for (int x = tid; x < p.heads * kRope; x += kGatherThreads) {
     const int h = x / kRope, d = x - h * kRope;
     storeF(p.kOut, p.dtype, (row * p.heads + h) * kQk + kNope + d,
-           src ? decodeVal(p.c, src, p.latent + d) : 0.0f);
+           src ? decodeVal(p.c, src, p.latent + d, kvScale) : 0.0f);
   }
 }
 

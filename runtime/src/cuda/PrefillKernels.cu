@@ -69,6 +69,7 @@ constexpr int kPfMaxQk = 320;
 
 __global__ void prefillKernel(PrefillParams p) {
   pdlPrologue();
+  const float kvScale = cacheTensorScale(p.c);
   const int i = blockIdx.x, h = blockIdx.y, tid = threadIdx.x;
   const int lane = tid & 31, warp = tid >> 5;
   __shared__ float qs[kPfMaxQk];
@@ -145,9 +146,9 @@ __global__ void prefillKernel(PrefillParams p) {
       }
       float part = 0.0f;
       for (int c = lane; c < p.c.latent; c += 32)
-        part += qAbs[c] * decodeVal(p.c, row, c);
+        part += qAbs[c] * decodeVal(p.c, row, c, kvScale);
       for (int d = lane; d < p.c.rope; d += 32)
-        part += qs[nope + d] * decodeVal(p.c, row, p.c.latent + d);
+        part += qs[nope + d] * decodeVal(p.c, row, p.c.latent + d, kvScale);
       const float sc = warpSum(part) * p.scale;
       const float mNew = fmaxf(m, sc);
       const float alpha = m == -INFINITY ? 0.0f : expf(m - mNew);
@@ -156,8 +157,9 @@ __global__ void prefillKernel(PrefillParams p) {
       m = mNew;
       for (int k = 0; k < kPfMaxLat; ++k) {
         const int c = lane + 32 * k;
-        aLat[k] = aLat[k] * alpha +
-                  (c < p.c.latent ? pr * decodeVal(p.c, row, c) : 0.0f);
+        aLat[k] =
+            aLat[k] * alpha +
+            (c < p.c.latent ? pr * decodeVal(p.c, row, c, kvScale) : 0.0f);
       }
       for (int k = 0; k < kPfMaxV; ++k)
         aV[k] *= alpha;

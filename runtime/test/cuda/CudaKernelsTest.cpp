@@ -28,7 +28,12 @@ struct Cache {
     desc.numBlocks = blocks;
     desc.blockSize = bs;
     desc.layout = layout;
-    desc.dtype = layout == CacheLayout::Plain ? t : DType::F8E4M3FN;
+    // t is the plain rows' type, or a per-tensor cache's fp8 encoding
+    // (e4m3fn unless t is an fp8 type).
+    desc.dtype = layout == CacheLayout::Plain ? t
+                 : layout == CacheLayout::Fp8PerTensor && isFp8(t)
+                     ? t
+                     : DType::F8E4M3FN;
     bytes = Arr(d, DType::F8E4M3FN, {desc.totalBytes()});
     for (auto &b : bytes.host)
       b = uint8_t(rng()() & 0x77); // finite in every encoding
@@ -71,6 +76,7 @@ struct UpdateCase {
   DType dtype;
   int64_t tokens, mapped, blockSize;
   bool i64;
+  DType cacheFp8 = DType::F8E4M3FN; ///< a per-tensor cache's encoding
 };
 
 class CudaCacheUpdate : public ::testing::TestWithParam<UpdateCase> {};
@@ -78,8 +84,9 @@ class CudaCacheUpdate : public ::testing::TestWithParam<UpdateCase> {};
 TEST_P(CudaCacheUpdate, MatchesCpuBitForBit) {
   REQUIRE_GPU();
   const UpdateCase c = GetParam();
-  Cache cache(dev, c.layout, c.dtype, 4 + (c.tokens + c.blockSize - 1) / c.blockSize * 2,
-              c.blockSize);
+  Cache cache(dev, c.layout,
+              c.layout == CacheLayout::Fp8PerTensor ? c.cacheFp8 : c.dtype,
+              4 + (c.tokens + c.blockSize - 1) / c.blockSize * 2, c.blockSize);
   cache.scale = 0.037f;
   const DType in = c.layout == CacheLayout::Plain ? c.dtype : c.dtype;
   Arr kv = randomArr(dev, in, {c.tokens, 512}, -3, 3);
@@ -96,15 +103,19 @@ TEST_P(CudaCacheUpdate, MatchesCpuBitForBit) {
 
 INSTANTIATE_TEST_SUITE_P(
     Grid, CudaCacheUpdate,
-    ::testing::Values(UpdateCase{CacheLayout::Plain, DType::BF16, 37, 37, 16, true},
-                      UpdateCase{CacheLayout::Plain, DType::BF16, 300, 250, 64, false},
-                      UpdateCase{CacheLayout::Plain, DType::BF16, 3000, 3000, 32, true},
-                      UpdateCase{CacheLayout::Plain, DType::F16, 129, 100, 16, false},
-                      UpdateCase{CacheLayout::Plain, DType::F32, 77, 77, 32, true},
-                      UpdateCase{CacheLayout::Fp8PerTensor, DType::BF16, 65, 60, 16, true},
-                      UpdateCase{CacheLayout::Fp8PerTensor, DType::F32, 2000, 2000, 64, false},
-                      UpdateCase{CacheLayout::Fp8DsMla, DType::BF16, 90, 90, 64, true},
-                      UpdateCase{CacheLayout::Fp8DsMla, DType::F16, 1500, 1400, 16, false}));
+    ::testing::Values(
+        UpdateCase{CacheLayout::Plain, DType::BF16, 37, 37, 16, true},
+        UpdateCase{CacheLayout::Plain, DType::BF16, 300, 250, 64, false},
+        UpdateCase{CacheLayout::Plain, DType::BF16, 3000, 3000, 32, true},
+        UpdateCase{CacheLayout::Plain, DType::F16, 129, 100, 16, false},
+        UpdateCase{CacheLayout::Plain, DType::F32, 77, 77, 32, true},
+        UpdateCase{CacheLayout::Fp8PerTensor, DType::BF16, 65, 60, 16, true},
+        UpdateCase{CacheLayout::Fp8PerTensor, DType::F32, 2000, 2000, 64,
+                   false},
+        UpdateCase{CacheLayout::Fp8PerTensor, DType::BF16, 300, 280, 32, true,
+                   DType::F8E5M2},
+        UpdateCase{CacheLayout::Fp8DsMla, DType::BF16, 90, 90, 64, true},
+        UpdateCase{CacheLayout::Fp8DsMla, DType::F16, 1500, 1400, 16, false}));
 
 // Large pre-validated updates take the flat 16-byte copy kernel: kv_c and
 // k_pe as strided views of one kv_a row (the compiled step's layout), fewer
@@ -617,28 +628,49 @@ TEST_P(CudaDecode, MatchesCpu) {
 INSTANTIATE_TEST_SUITE_P(
     Grid, CudaDecode,
     ::testing::Values(
-        DecodeCase{4, 16, 16, CacheLayout::Plain, DType::BF16, DType::BF16, 0, 1000},
-        DecodeCase{3, 16, 32, CacheLayout::Plain, DType::BF16, DType::BF16, 1, 300},
-        DecodeCase{5, 32, 64, CacheLayout::Plain, DType::BF16, DType::BF16, 3, 777},
-        DecodeCase{2, 128, 64, CacheLayout::Plain, DType::BF16, DType::BF16, 0, 2048},
-        DecodeCase{3, 128, 16, CacheLayout::Plain, DType::BF16, DType::BF16, 2, 200},
+        DecodeCase{4, 16, 16, CacheLayout::Plain, DType::BF16, DType::BF16, 0,
+                   1000},
+        DecodeCase{3, 16, 32, CacheLayout::Plain, DType::BF16, DType::BF16, 1,
+                   300},
+        DecodeCase{5, 32, 64, CacheLayout::Plain, DType::BF16, DType::BF16, 3,
+                   777},
+        DecodeCase{2, 128, 64, CacheLayout::Plain, DType::BF16, DType::BF16, 0,
+                   2048},
+        DecodeCase{3, 128, 16, CacheLayout::Plain, DType::BF16, DType::BF16, 2,
+                   200},
         // H a multiple of 64: the many-heads (wgmma) kernel.
-        DecodeCase{9, 64, 64, CacheLayout::Plain, DType::BF16, DType::BF16, 0, 200, 1},
-        DecodeCase{9, 128, 64, CacheLayout::Plain, DType::BF16, DType::BF16, 1, 130, 1},
-        DecodeCase{7, 64, 32, CacheLayout::Plain, DType::BF16, DType::BF16, 3, 300, 1},
-        DecodeCase{5, 128, 16, CacheLayout::Plain, DType::BF16, DType::BF16, 0, 777},
-        DecodeCase{1, 64, 64, CacheLayout::Plain, DType::BF16, DType::BF16, 5, 4001},
-        DecodeCase{3, 192, 64, CacheLayout::Plain, DType::BF16, DType::BF16, 0, 1500},
+        DecodeCase{9, 64, 64, CacheLayout::Plain, DType::BF16, DType::BF16, 0,
+                   200, 1},
+        DecodeCase{9, 128, 64, CacheLayout::Plain, DType::BF16, DType::BF16, 1,
+                   130, 1},
+        DecodeCase{7, 64, 32, CacheLayout::Plain, DType::BF16, DType::BF16, 3,
+                   300, 1},
+        DecodeCase{5, 128, 16, CacheLayout::Plain, DType::BF16, DType::BF16, 0,
+                   777},
+        DecodeCase{1, 64, 64, CacheLayout::Plain, DType::BF16, DType::BF16, 5,
+                   4001},
+        DecodeCase{3, 192, 64, CacheLayout::Plain, DType::BF16, DType::BF16, 0,
+                   1500},
         // Block size 16 (four TMA boxes a tile), 128 (a tile is part of a
         // block) and 8 (below the TMA kernel's minimum: the cp.async one).
-        DecodeCase{9, 64, 16, CacheLayout::Plain, DType::BF16, DType::BF16, 2, 300, 1},
-        DecodeCase{9, 64, 128, CacheLayout::Plain, DType::BF16, DType::BF16, 3, 400, 1},
-        DecodeCase{9, 64, 8, CacheLayout::Plain, DType::BF16, DType::BF16, 0, 150, 1},
-        DecodeCase{2, 64, 64, CacheLayout::Plain, DType::BF16, DType::F32, 2, 333},
-        DecodeCase{3, 5, 16, CacheLayout::Plain, DType::F32, DType::F32, 0, 150},
-        DecodeCase{3, 16, 32, CacheLayout::Plain, DType::BF16, DType::F32, 0, 150},
-        DecodeCase{2, 3, 16, CacheLayout::Fp8DsMla, DType::BF16, DType::BF16, 0, 100},
-        DecodeCase{2, 4, 64, CacheLayout::Fp8PerTensor, DType::BF16, DType::F32, 0, 130}));
+        DecodeCase{9, 64, 16, CacheLayout::Plain, DType::BF16, DType::BF16, 2,
+                   300, 1},
+        DecodeCase{9, 64, 128, CacheLayout::Plain, DType::BF16, DType::BF16, 3,
+                   400, 1},
+        DecodeCase{9, 64, 8, CacheLayout::Plain, DType::BF16, DType::BF16, 0,
+                   150, 1},
+        DecodeCase{2, 64, 64, CacheLayout::Plain, DType::BF16, DType::F32, 2,
+                   333},
+        DecodeCase{3, 5, 16, CacheLayout::Plain, DType::F32, DType::F32, 0,
+                   150},
+        DecodeCase{3, 16, 32, CacheLayout::Plain, DType::BF16, DType::F32, 0,
+                   150},
+        DecodeCase{2, 3, 16, CacheLayout::Fp8DsMla, DType::BF16, DType::BF16, 0,
+                   100},
+        DecodeCase{2, 4, 64, CacheLayout::Fp8PerTensor, DType::BF16, DType::F32,
+                   0, 130},
+        DecodeCase{3, 16, 32, CacheLayout::Fp8PerTensor, DType::F8E5M2,
+                   DType::BF16, 2, 300}));
 
 /// A length past the block table and a block id outside the cache are
 /// reported as OutOfRange (and the bad block never read).
@@ -1029,6 +1061,7 @@ struct PrefillCase {
   std::optional<DType> weightDt; ///< W_UK, W_UV; unset: q's dtype
   bool totalLens = false; ///< pass ctx + new tokens (lensIncludeNewTokens)
   CacheLayout layout = CacheLayout::Plain; ///< of the cached context
+  DType cacheFp8 = DType::F8E4M3FN;        ///< a per-tensor cache's encoding
   int64_t ctxBound = 0; ///< PrefillAttentionArgs::contextLenBound
   DType weights() const { return weightDt.value_or(dt); }
 };
@@ -1063,7 +1096,9 @@ void expectPrefillMatchesCpu(CudaDevice *dev, const PrefillCase &c) {
   PrefillAttentionArgs h{q.h(), k.h(), v.h(), loc.h(), scale, out.h(), lse.h()};
   PrefillAttentionArgs g{q.d(), k.d(), v.d(), loc.d(), scale, out.d(), lse.d()};
   const int64_t maxBlocks = 8, blockSize = 16;
-  Cache cache(dev, c.layout, DType::BF16, 40, blockSize);
+  Cache cache(dev, c.layout,
+              c.layout == CacheLayout::Fp8PerTensor ? c.cacheFp8 : DType::BF16,
+              40, blockSize);
   if (c.layout == CacheLayout::Fp8PerTensor)
     cache.scale = 0.02f;
   Arr tab(dev, DType::I32, {std::max<int64_t>(R, 1), maxBlocks});
@@ -1208,11 +1243,19 @@ TEST(CudaPrefillFlash, TotalLengthsMatchCpu) {
 TEST(CudaPrefillFlash, ContextFromFp8CachesMatchesCpu) {
   REQUIRE_GPU();
   const PrefillFlashKnob knob(true);
-  for (CacheLayout layout : {CacheLayout::Fp8PerTensor, CacheLayout::Fp8DsMla}) {
-    SCOPED_TRACE(int(layout));
+  struct Layout {
+    CacheLayout layout;
+    DType fp8;
+  };
+  for (Layout l : {Layout{CacheLayout::Fp8PerTensor, DType::F8E4M3FN},
+                   Layout{CacheLayout::Fp8PerTensor, DType::F8E5M2},
+                   Layout{CacheLayout::Fp8DsMla, DType::F8E4M3FN}}) {
+    SCOPED_TRACE(std::string(cacheLayoutName(l.layout)) + " " +
+                 dtypeName(l.fp8));
     const uint64_t expanded = cuda::prefillContextExpansionCount();
     PrefillCase c;
-    c.layout = layout;
+    c.layout = l.layout;
+    c.cacheFp8 = l.fp8;
     c.qsl = {0, 64, 100};
     c.T = 100;
     c.ctxLens = {100, 7};
