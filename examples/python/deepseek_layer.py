@@ -53,7 +53,9 @@ def random_weights(config, layer, rng):
     prefix = f"model.layers.{layer}."
 
     def linear(rows, cols):
-        return rng.standard_normal((rows, cols), np.float32) / np.sqrt(cols)
+        # A float32 divisor: NumPy 2 promotes float32 / np.float64 to float64.
+        return rng.standard_normal((rows, cols), np.float32) / np.float32(
+            np.sqrt(cols))
 
     def norm(n):
         return (1 + 0.1 * rng.standard_normal(n)).astype(np.float32)

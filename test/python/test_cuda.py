@@ -271,7 +271,7 @@ def test_concat_and_cache_mla_on_cuda_matches_the_cpu_kernel(kv_cache_dtype,
     assert np.array_equal(got, cpu_cache)
 
 
-def test_a_device_scale_is_read_at_replay(cuda, rng):
+def test_a_device_scale_is_read_at_replay(rng):
     """vLLM's k_scale as a CUDA tensor: an fp8 decode captured once in a
     torch.cuda.graph follows a new scale without a recapture, and matches
     the CPU kernel given the same scale as a number."""
@@ -289,7 +289,9 @@ def test_a_device_scale_is_read_at_replay(cuda, rng):
             torch.from_numpy(table).cuda(), torch.from_numpy(seq_lens).cuda())
     out = torch.empty(batch, 1, heads, 512, dtype=torch.bfloat16,
                       device="cuda")
-    cuda.synchronous_checks = False
+    # The ops run on their own Device for the tensors' device (device_of).
+    device = ops.device_of(args[0])
+    device.synchronous_checks = False
     try:
         ops.flash_mla_decode(*args, kv_cache_dtype="fp8", scale=k_scale,
                              out=out)  # warm-up outside the capture
@@ -301,13 +303,13 @@ def test_a_device_scale_is_read_at_replay(cuda, rng):
             k_scale.fill_(value)
             graph.replay()
             torch.cuda.synchronize()
-            cuda.check_errors(torch.cuda.current_stream())
+            device.check_errors(torch.cuda.current_stream())
             want, _ = ops.flash_mla_decode(q, host_cache, table, seq_lens,
                                            kv_cache_dtype="fp8", scale=value)
             assert relative_error(host_float(out), host_float(want)) < 2e-2, \
                 value
     finally:
-        cuda.synchronous_checks = True
+        device.synchronous_checks = True
 
 
 def test_flash_mla_decode_on_cuda_matches_the_cpu_kernel(rng):
