@@ -427,6 +427,25 @@ private:
     return Status::success();
   }
 
+  /// A cache's scale buffer: only for a per-tensor fp8 cache, and a 0-d f32
+  /// buffer that the step reads and nobody writes (a weight or an input).
+  Status checkCacheScale(const std::string &what, const CacheDecl &cd) {
+    if (cd.scaleBuffer == kNoIndex)
+      return Status::success();
+    const std::string where = what + " '" + cd.name + "': scale buffer ";
+    if (cd.desc.layout != CacheLayout::Fp8PerTensor)
+      return invalid(where + "on a cache that is not fp8_per_tensor");
+    if (cd.scaleBuffer >= a_.buffers_.size())
+      return invalid(where + std::to_string(cd.scaleBuffer) +
+                     " is out of range");
+    const BufferDecl &b = a_.buffers_[cd.scaleBuffer];
+    if (b.dtype != DType::F32 || b.rank != 0 ||
+        (b.role != BufferRole::Weight && b.role != BufferRole::Input))
+      return invalid(where + "'" + b.name +
+                     "' must be a 0-d f32 weight or input");
+    return Status::success();
+  }
+
   Status parseCaches() {
     const Section &s = sections_[mlaa::kSectionCaches];
     MLART_RETURN_IF_ERROR(
@@ -446,12 +465,14 @@ private:
       cd.desc.blockSize = c.i64();
       cd.desc.latentRank = c.i64();
       cd.desc.ropeDim = c.i64();
+      cd.scaleBuffer = c.u32();
+      const uint32_t reserved2 = c.u32();
       MLART_RETURN_IF_ERROR(string(name, false, what, cd.name));
       if (cd.name.empty() || !names.insert(cd.name).second)
         return invalid(what + ": name '" + cd.name +
                        "' is empty or not unique among buffers and caches");
       if (!validDType(dtype) || layout > uint8_t(CacheLayout::Fp8DsMla) ||
-          reserved != 0)
+          reserved != 0 || reserved2 != 0)
         return invalid(what + " '" + cd.name +
                        "': bad dtype, layout or reserved field");
       cd.desc.dtype = DType(dtype);
@@ -472,6 +493,7 @@ private:
       if (!mulChecked(d.numBlocks, d.blockSize, slots) ||
           !mulChecked(slots, d.rowBytes(), total))
         return invalid(what + " '" + cd.name + "' is too large");
+      MLART_RETURN_IF_ERROR(checkCacheScale(what, cd));
       a_.caches_.push_back(std::move(cd));
     }
     return Status::success();

@@ -1,4 +1,4 @@
-//===- ArtifactFormat.h - Byte layout constants of MLAA version 3 ---------===//
+//===- ArtifactFormat.h - Byte layout constants of MLAA version 4 ---------===//
 //
 // Shared by the reader and the writer; docs/artifact.md is the prose form.
 // All integers are little-endian; every section starts 8-byte aligned.
@@ -53,7 +53,7 @@ constexpr uint64_t kStringEntryBytes = 8; // u32 offset, u32 length
 constexpr uint64_t kBufferBytes =
     40; // u32 name, u8 role, dtype, rank, 0, i64 sizes[4]
 constexpr uint64_t kCacheBytes =
-    40; // u32 name, u8 dtype, layout, u16 0, i64 x4
+    48; // u32 name, u8 dtype, layout, u16 0, i64 x4, u32 scale buffer, u32 0
 constexpr uint64_t kViewBytes =
     80; // u8 base, dtype, rank, 0, u32 index, i64 off, sizes[4], strides[4]
 constexpr uint64_t kInstructionBytes =

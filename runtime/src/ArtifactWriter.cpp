@@ -1,4 +1,4 @@
-//===- ArtifactWriter.cpp - Serializes a program as MLAA version 3 --------===//
+//===- ArtifactWriter.cpp - Serializes a program as MLAA version 4 --------===//
 #include "mlart/ArtifactWriter.h"
 
 #include "ArtifactFormat.h"
@@ -411,6 +411,8 @@ std::vector<uint8_t> ArtifactWriter::serialize() const {
       b.i64(d.blockSize);
       b.i64(d.latentRank);
       b.i64(d.ropeDim);
+      b.u32(caches_[i].scaleBuffer);
+      b.u32(0);
     }
   }
   {

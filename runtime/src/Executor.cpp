@@ -271,10 +271,20 @@ Status Executor::launch(size_t i, const Instruction &inst, LinearArgs &args,
   return device_->kernels().linear(args, stream);
 }
 
+KVCacheRef Executor::cacheFor(const Instruction &inst) const {
+  if (inst.cache == kNoIndex)
+    return KVCacheRef();
+  KVCacheRef cache = caches_[inst.cache];
+  // The artifact's scale buffer overrides the bound cache's own scale.
+  const uint32_t scale = artifact_.caches()[inst.cache].scaleBuffer;
+  if (scale != kNoIndex)
+    cache.scaleTensor = static_cast<const float *>(bufferData_[scale]);
+  return cache;
+}
+
 Status Executor::runInstruction(size_t i, StreamHandle stream) {
   const Instruction &inst = artifact_.instructions()[i];
-  const KVCacheRef cache =
-      inst.cache == kNoIndex ? KVCacheRef() : caches_[inst.cache];
+  const KVCacheRef cache = cacheFor(inst);
   auto viewOf = [this](uint32_t index) { return view(index); };
   switch (inst.opcode) {
 #define MLART_OPCODE(Enum, Value, name, ArgsType, Flags, Fields)               \
@@ -339,6 +349,11 @@ Executor::accessesOf(const Instruction &inst) const {
     accesses.push_back(
         MemoryAccess::ofInterval(base, base + uintptr_t(cache.spanBytes()),
                                  info.cache == CacheUse::Write));
+    const uint32_t scale = artifact_.caches()[inst.cache].scaleBuffer;
+    if (scale != kNoIndex)
+      accesses.push_back(MemoryAccess::ofView(
+          artifact_.buffers()[scale].view(bufferData_[scale]),
+          /*write=*/false));
   }
   // Kernels that record into the device's shared error record are kept in
   // program order among themselves, so that a synchronous check reads back

@@ -1105,5 +1105,57 @@ TEST(Artifact, RejectsBadNamesAndCaches) {
   }
 }
 
+// A per-tensor fp8 cache names the 0-d f32 buffer that holds its scale.
+TEST(Artifact, CacheScaleBufferRoundTripsAndIsChecked) {
+  KVCacheDesc fp8 = smallCacheDesc();
+  fp8.layout = CacheLayout::Fp8PerTensor;
+  fp8.dtype = DType::F8E5M2;
+  {
+    ArtifactWriter w = smallProgram();
+    const uint32_t c = w.addCache("fp8", fp8);
+    w.setCacheScale(
+        c, w.addBuffer("kv_scale", BufferRole::Weight, DType::F32, {}));
+    StatusOr<std::vector<uint8_t>> b = w.finish();
+    ASSERT_TRUE(b.ok()) << b.status().toString();
+    StatusOr<Artifact> a = Artifact::load(b->data(), b->size());
+    ASSERT_TRUE(a.ok()) << a.status().toString();
+    ASSERT_EQ(a->caches().size(), 2u);
+    EXPECT_EQ(a->caches()[0].scaleBuffer, kNoIndex);
+    EXPECT_EQ(a->caches()[1].desc.dtype, DType::F8E5M2);
+    EXPECT_EQ(int(a->caches()[1].scaleBuffer), a->findBuffer("kv_scale"));
+  }
+  struct Bad {
+    const char *what;
+    CacheLayout layout;
+    BufferRole role;
+    DType dtype;
+    bool scalar; ///< 0-d, else [1]
+    const char *fragment;
+  };
+  for (const Bad &bad :
+       {Bad{"plain cache", CacheLayout::Plain, BufferRole::Weight, DType::F32,
+            true, "not fp8_per_tensor"},
+        Bad{"f16 scale", CacheLayout::Fp8PerTensor, BufferRole::Weight,
+            DType::F16, true, "0-d f32 weight or input"},
+        Bad{"1-d scale", CacheLayout::Fp8PerTensor, BufferRole::Input,
+            DType::F32, false, "0-d f32 weight or input"},
+        Bad{"output scale", CacheLayout::Fp8PerTensor, BufferRole::Output,
+            DType::F32, true, "0-d f32 weight or input"}}) {
+    SCOPED_TRACE(bad.what);
+    ArtifactWriter w = smallProgram();
+    KVCacheDesc d = bad.layout == CacheLayout::Plain ? smallCacheDesc() : fp8;
+    const uint32_t c = w.addCache("fp8", d);
+    w.setCacheScale(c, bad.scalar
+                           ? w.addBuffer("kv_scale", bad.role, bad.dtype, {})
+                           : w.addBuffer("kv_scale", bad.role, bad.dtype, {1}));
+    expectInvalid(w, bad.fragment);
+  }
+  {
+    ArtifactWriter w = smallProgram();
+    w.setCacheScale(w.addCache("fp8", fp8), 99);
+    expectInvalid(w, "out of range");
+  }
+}
+
 } // namespace
 } // namespace mlart

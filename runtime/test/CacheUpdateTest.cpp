@@ -297,6 +297,44 @@ TEST(CacheUpdate, Fp8E5M2PerTensorSaturatesInfinitiesToo) {
   EXPECT_EQ(bytes[row + 2], 0x4d); // exponent 4 + 15 = 19, mantissa 01
 }
 
+// Inputs an explicit mla.quantize already encoded are stored as they are;
+// an input of the other fp8 encoding is refused before anything is written.
+TEST(CacheUpdate, QuantisedInputsAreStoredAsTheyAre) {
+  auto dev = createCpuDevice();
+  for (DType encoding : {DType::F8E4M3FN, DType::F8E5M2}) {
+    SCOPED_TRACE(dtypeName(encoding));
+    KVCacheDesc desc = makeDesc(256, 64, 2, 16, DType::F32,
+                                encoding == DType::F8E5M2 ? CacheKind::Fp8E5M2
+                                                          : CacheKind::Fp8);
+    KVCache cache = std::move(KVCache::create(*dev, desc, 0.1f).value());
+    ASSERT_TRUE(cache.fill(kPoison).ok());
+    HostTensor kvC(encoding, {2, 256}), kPe(encoding, {2, 64});
+    std::mt19937 rng(9);
+    fillRandom(kvC, rng);
+    fillRandom(kPe, rng);
+    HostTensor slots = indexTensor({7, 30});
+    ASSERT_TRUE(dev->kernels()
+                    .cacheUpdate(CacheUpdateArgs{kvC.ref, kPe.ref, slots.ref,
+                                                 cache.ref()},
+                                 nullptr)
+                    .ok());
+    const std::vector<uint8_t> bytes = cacheBytes(cache);
+    for (int64_t t = 0; t < 2; ++t) {
+      const uint8_t *row = bytes.data() + (t == 0 ? 7 : 30) * desc.rowBytes();
+      EXPECT_EQ(std::memcmp(row, kvC.bytes.data() + t * 256, 256), 0);
+      EXPECT_EQ(std::memcmp(row + 256, kPe.bytes.data() + t * 64, 64), 0);
+    }
+    const DType other =
+        encoding == DType::F8E5M2 ? DType::F8E4M3FN : DType::F8E5M2;
+    HostTensor wrongC(other, {2, 256}), wrongP(other, {2, 64});
+    Status s = dev->kernels().cacheUpdate(
+        CacheUpdateArgs{wrongC.ref, wrongP.ref, slots.ref, cache.ref()},
+        nullptr);
+    EXPECT_EQ(s.code(), StatusCode::InvalidArgument) << s.toString();
+    EXPECT_EQ(cacheBytes(cache), bytes);
+  }
+}
+
 // fp8_ds_mla: [512 fp8 | 4 x f32 tile scale | 64 x bf16 rope] = 656 bytes.
 TEST(CacheUpdate, DsMlaRowLayoutIs656Bytes) {
   auto dev = createCpuDevice();

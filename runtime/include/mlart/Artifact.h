@@ -30,7 +30,7 @@
 namespace mlart {
 
 /// Version of the MLAA format this runtime reads and writes.
-constexpr uint32_t kArtifactVersion = 3;
+constexpr uint32_t kArtifactVersion = 4;
 /// Marks an absent index (optional operand, no cache, no string).
 constexpr uint32_t kNoIndex = 0xFFFFFFFFu;
 /// Operand slots of one instruction.
@@ -68,6 +68,12 @@ struct BufferDecl {
 struct CacheDecl {
   std::string name;
   KVCacheDesc desc;
+  /// An Fp8PerTensor cache's scale: the index of a rank-0 f32 weight or
+  /// input buffer whose value every instruction on this cache uses (vLLM's
+  /// k_scale; the kernels read it when they run, so a recalibrated scale
+  /// needs neither a recompile nor a rebind). kNoIndex: the bound cache's
+  /// own scale (KVCacheRef::scale or scaleTensor).
+  uint32_t scaleBuffer = kNoIndex;
 };
 
 /// What a view reads or writes: a declared buffer, the scratch arena, or

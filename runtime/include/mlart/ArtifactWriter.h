@@ -39,6 +39,11 @@ public:
   uint32_t addBuffer(const BufferDecl &decl);
   /// Declares a KV cache argument; returns its cache index.
   uint32_t addCache(const std::string &name, const KVCacheDesc &desc);
+  /// Makes buffer `buffer` the scale of per-tensor fp8 cache `cache`
+  /// (CacheDecl::scaleBuffer).
+  void setCacheScale(uint32_t cache, uint32_t buffer) {
+    caches_[cache].scaleBuffer = buffer;
+  }
 
   /// Reserves `bytes` of the scratch arena at an `alignment`-aligned offset
   /// (a bump allocator for compilers without their own planner); returns the

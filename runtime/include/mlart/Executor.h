@@ -206,6 +206,9 @@ private:
   /// Whether the Weight buffers are bound at `addresses` (in declaration
   /// order).
   bool weightsStillAt(const std::vector<void *> &addresses) const;
+  /// The bound cache instruction `inst` uses (with the artifact's scale
+  /// buffer, if its cache declares one), or an absent ref.
+  KVCacheRef cacheFor(const Instruction &inst) const;
   /// Instruction `i` of the program on `stream`.
   Status runInstruction(size_t i, StreamHandle stream);
   /// Runs instruction `i` of the program, whose arguments are `args`

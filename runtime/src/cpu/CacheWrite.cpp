@@ -20,6 +20,13 @@ Status checkInputType(const TensorRef &t, const char *name,
     if (t.dtype != desc.dtype)
       return invalidArgument(std::string(name) + " must have the cache dtype " +
                              dtypeName(desc.dtype) + ", got " + t.describe());
+  } else if (desc.layout == CacheLayout::Fp8PerTensor && isFp8(t.dtype)) {
+    // Already quantised (an explicit quantize before the write): stored as
+    // they are, so the encoding must be the cache's.
+    if (t.dtype != desc.dtype)
+      return invalidArgument(std::string(name) + " holds " +
+                             dtypeName(t.dtype) + " values for a " +
+                             dtypeName(desc.dtype) + " cache");
   } else if (!isActivationType(t.dtype) && t.dtype != DType::F64) {
     return invalidArgument(std::string(name) +
                            " must be a float type for an fp8 cache, got " +
@@ -141,6 +148,11 @@ void writeCacheRow(const KVCacheRef &cache, int64_t slot, const uint8_t *latent,
     return;
   }
   case CacheLayout::Fp8PerTensor: {
+    if (latentType == desc.dtype) { // already quantised (checkInputType)
+      std::memcpy(row, latent, size_t(desc.latentRank));
+      std::memcpy(row + desc.latentRank, rope, size_t(desc.ropeDim));
+      return;
+    }
     // Division, not multiplication by 1/scale, to match vLLM's rounding.
     for (int64_t i = 0; i < desc.latentRank; ++i)
       storeFromFloat(row, desc.dtype, size_t(i),

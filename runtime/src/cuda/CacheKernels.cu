@@ -249,6 +249,12 @@ __device__ void writeRow(const WriteParams &p, const uint8_t *kv,
     }
     return;
   }
+  if (p.layout == int(CacheLayout::Fp8PerTensor) &&
+      p.kvType == p.cacheType) { // already quantised: stored as they are
+    for (int i = lane; i < p.latent + p.rope; i += 32)
+      row[i] = i < p.latent ? kv[i] : kp[i - p.latent];
+    return;
+  }
   if (p.layout == int(CacheLayout::Fp8PerTensor)) {
     const float scale = p.scalePtr ? *p.scalePtr : p.scale;
     for (int i = lane; i < p.latent + p.rope; i += 32) {

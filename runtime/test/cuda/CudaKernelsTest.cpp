@@ -114,6 +114,11 @@ INSTANTIATE_TEST_SUITE_P(
                    false},
         UpdateCase{CacheLayout::Fp8PerTensor, DType::BF16, 300, 280, 32, true,
                    DType::F8E5M2},
+        // Already-quantised inputs, stored as they are.
+        UpdateCase{CacheLayout::Fp8PerTensor, DType::F8E5M2, 100, 90, 16, false,
+                   DType::F8E5M2},
+        UpdateCase{CacheLayout::Fp8PerTensor, DType::F8E4M3FN, 70, 70, 64,
+                   true},
         UpdateCase{CacheLayout::Fp8DsMla, DType::BF16, 90, 90, 64, true},
         UpdateCase{CacheLayout::Fp8DsMla, DType::F16, 1500, 1400, 16, false}));
 
