@@ -86,11 +86,13 @@ gen::StepOptions stepOptions(const py::dict &kw) {
     step.cacheDType = gen::CacheDType::BF16;
   else if (cacheDType == "f32")
     step.cacheDType = gen::CacheDType::F32;
-  else if (cacheDType == "fp8")
+  else if (cacheDType == "fp8" || cacheDType == "fp8_e4m3")
     step.cacheDType = gen::CacheDType::FP8;
+  else if (cacheDType == "fp8_e5m2")
+    step.cacheDType = gen::CacheDType::FP8E5M2;
   else
-    throw py::value_error("cache_dtype: expected 'auto', 'bf16', 'f32' or "
-                          "'fp8', got '" +
+    throw py::value_error("cache_dtype: expected 'auto', 'bf16', 'f32', "
+                          "'fp8', 'fp8_e4m3' or 'fp8_e5m2', got '" +
                           cacheDType + "'");
   return step;
 }

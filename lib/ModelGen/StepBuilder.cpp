@@ -158,8 +158,10 @@ private:
 KVCacheType StepBuilder::cacheType() const {
   Type element = act;
   CacheLayout layout = CacheLayout::plain;
-  if (options.cacheDType == CacheDType::FP8) {
-    element = Float8E4M3FNType::get(ctx);
+  if (isPerTensorFp8(options.cacheDType)) {
+    element = options.cacheDType == CacheDType::FP8E5M2
+                  ? Type(Float8E5M2Type::get(ctx))
+                  : Type(Float8E4M3FNType::get(ctx));
     layout = CacheLayout::per_tensor;
   }
   return KVCacheType::get(ShapedType::kDynamic, options.blockSize, element,
@@ -192,7 +194,7 @@ LayerArgs StepBuilder::declareLayerArgs(int64_t layer) {
   int64_t hidden = config.hiddenSize, qOut = heads * config.qkHeadDim();
   LayerArgs a{};
   a.cache = sig.add(cacheType(), names::kvCache(layer), /*noAlias=*/true);
-  if (options.cacheDType == CacheDType::FP8)
+  if (isPerTensorFp8(options.cacheDType))
     a.kvScale = sig.add(tensor({}, b.getF32Type()), names::kvScale(layer));
   a.inputNorm = weight({hidden}, "input_layernorm.weight");
   if (config.qLoraRank) {

@@ -40,7 +40,9 @@ StatusOr<CacheScale> importCacheScale(pybind11::handle scale,
 StatusOr<KVCacheRef> cacheFromTensor(const ImportedTensor &tensor,
                                      KVCacheDesc desc, const CacheScale &scale,
                                      const std::string &what) {
-  TensorRef ref = tensor.ref;
+  ImportedTensor bytes = tensor;
+  adoptFp8Encoding(bytes, desc.dtype);
+  TensorRef ref = bytes.ref;
   // FlashMLA's cache has a head dimension of one before the row.
   if (ref.rank == 4 && ref.sizes[2] == 1) {
     ref.rank = 3;

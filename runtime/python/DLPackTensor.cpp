@@ -65,6 +65,11 @@ std::string dtypeText(const DLDataType &t) {
 
 } // namespace
 
+void adoptFp8Encoding(ImportedTensor &t, DType want) {
+  if (t.fp8Bytes && isFp8(want))
+    t.ref.dtype = want;
+}
+
 StatusOr<ImportedTensor> importTensor(py::handle object,
                                       std::optional<intptr_t> stream,
                                       const std::string &what) {
@@ -105,6 +110,7 @@ StatusOr<ImportedTensor> importTensor(py::handle object,
                            std::to_string(kMaxRank) + " dimensions");
   TensorRef &ref = out.ref;
   ref.dtype = *dtype;
+  out.fp8Bytes = t.dtype.code == kDLUInt && t.dtype.bits == 8;
   ref.rank = int(t.ndim);
   int64_t compact = 1;
   for (int d = ref.rank - 1; d >= 0; --d) {

@@ -29,14 +29,22 @@ struct ImportedTensor {
   TensorRef ref;
   int deviceType = 0; ///< DLDeviceType
   int deviceId = 0;
+  /// Imported from 8-bit unsigned integers: fp8 bits of either encoding
+  /// (ref.dtype says f8E4M3FN until adoptFp8Encoding says otherwise).
+  bool fp8Bytes = false;
 };
+
+/// Reads `t`'s bytes as the fp8 encoding `want` when `t` came as uint8 and
+/// `want` is an fp8 type (a DLPack producer has no fp8 type code).
+void adoptFp8Encoding(ImportedTensor &t, DType want);
 
 /// Imports `object` (anything with __dlpack__) without copying. A CUDA
 /// producer is told that the tensor will be used on `stream` (DLPack's
 /// `stream` argument), so it orders its own work before it. Element types:
 /// DLPack's float (16, 32, 64 bits), bfloat16, int32 and int64 map to the
 /// runtime's; unsigned 16- and 8-bit integers carry the bits of bf16 and
-/// f8E4M3FN values, the types NumPy lacks and engines keep fp8 caches in.
+/// fp8 (f8E4M3FN unless adoptFp8Encoding names f8E5M2) values, the types
+/// NumPy lacks and engines keep fp8 caches in.
 /// `what` names the tensor in errors.
 StatusOr<ImportedTensor> importTensor(pybind11::handle object,
                                       std::optional<intptr_t> stream,

@@ -57,6 +57,9 @@ public:
     ImportedTensor t =
         value(python::importTensor(tensor, streamArgument(stream), what));
     check(python::checkDevice(t, device_.device(), what));
+    if (int index = executor_->artifact().findBuffer(name); index >= 0)
+      python::adoptFp8Encoding(
+          t, executor_->artifact().buffers()[size_t(index)].dtype);
     check(executor_->bind(name, t.ref));
     bound_[name] = std::move(t.owner);
   }
@@ -257,6 +260,16 @@ PYBIND11_MODULE(_mlart, m) {
                              [](const CacheDecl &c) { return c.desc.ropeDim; })
       .def_property_readonly(
           "row_bytes", [](const CacheDecl &c) { return c.desc.rowBytes(); })
+      .def_property_readonly(
+          "scale_buffer",
+          [](const CacheDecl &c) -> py::object {
+            if (c.scaleBuffer == kNoIndex)
+              return py::none();
+            return py::int_(c.scaleBuffer);
+          },
+          "Index into Artifact.buffers of the 0-d f32 buffer holding a "
+          "per-tensor fp8 cache's scale (the kernels read it when they "
+          "run), or None: the bound cache's own scale.")
       .def(
           "shape",
           [](const CacheDecl &c, std::optional<int64_t> numBlocks) {

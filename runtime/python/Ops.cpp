@@ -86,12 +86,15 @@ KVCacheDesc cacheDesc(const std::string &layout, int64_t blockSize,
   } else if (layout == "fp8_per_tensor") {
     d.layout = CacheLayout::Fp8PerTensor;
     d.dtype = DType::F8E4M3FN;
+  } else if (layout == "fp8_e5m2_per_tensor") {
+    d.layout = CacheLayout::Fp8PerTensor;
+    d.dtype = DType::F8E5M2;
   } else if (layout == "fp8_ds_mla") {
     d.layout = CacheLayout::Fp8DsMla;
     d.dtype = DType::F8E4M3FN;
   } else {
-    throw py::value_error("cache layout: expected 'plain', 'fp8_per_tensor' "
-                          "or 'fp8_ds_mla', got '" +
+    throw py::value_error("cache layout: expected 'plain', 'fp8_per_tensor', "
+                          "'fp8_e5m2_per_tensor' or 'fp8_ds_mla', got '" +
                           layout + "'");
   }
   return d;

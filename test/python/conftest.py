@@ -53,3 +53,37 @@ def tools_dir():
     if not path:
         pytest.skip("MLA_TOOLS_DIR is not set (run through ctest)")
     return path
+
+
+def e4m3fn_values():
+    """The value of every f8E4M3FN byte (NaN for 0x7f and 0xff)."""
+    values = np.empty(256)
+    for byte in range(256):
+        sign = -1.0 if byte & 0x80 else 1.0
+        exponent, mantissa = (byte >> 3) & 0xF, byte & 0x7
+        if exponent == 0xF and mantissa == 0x7:
+            values[byte] = np.nan
+        elif exponent == 0:
+            values[byte] = sign * mantissa / 8 * 2.0 ** -6
+        else:
+            values[byte] = sign * (1 + mantissa / 8) * 2.0 ** (exponent - 7)
+    return values
+
+
+def e5m2_values():
+    """The value of every f8E5M2 byte (NaN where the exponent is all ones:
+    infinities are never stored, the conversion saturates)."""
+    values = np.empty(256)
+    for byte in range(256):
+        sign = -1.0 if byte & 0x80 else 1.0
+        exponent, mantissa = (byte >> 2) & 0x1F, byte & 0x3
+        if exponent == 0x1F:
+            values[byte] = np.nan
+        elif exponent == 0:
+            values[byte] = sign * mantissa / 4 * 2.0 ** -14
+        else:
+            values[byte] = sign * (1 + mantissa / 4) * 2.0 ** (exponent - 15)
+    return values
+
+
+FP8_TABLES = {"fp8": e4m3fn_values, "fp8_e5m2": e5m2_values}

@@ -13,6 +13,7 @@ import mla.runtime as rt
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..",
                                 "examples", "python"))
 import deepseek_layer  # noqa: E402
+from conftest import FP8_TABLES  # noqa: E402
 
 CONFIG = {
     "hidden_size": 256, "num_attention_heads": 4, "q_lora_rank": None,
@@ -141,3 +142,52 @@ def test_a_padded_prefill_matches_its_exact_step(rng, tmp_path):
         buckets.run(dict(inputs, query_start_loc=step["query_start_loc"][:2]))
     with pytest.raises(TypeError, match="buckets give the tokens"):
         mc.compile_buckets(CONFIG, [8], phase="prefill", tokens=8)
+
+
+@pytest.mark.parametrize("cache_dtype", ["fp8", "fp8_e5m2"])
+def test_a_compiled_fp8_step_reads_its_scale_buffer_at_run(rng, cache_dtype):
+    """A per-tensor fp8 cache's scale is a buffer of the step (vLLM's
+    k_scale): the engine writes a new value into the bound array and the
+    next run quantises with it, with no rebind; the bytes then decode to
+    the same values within the encoding's rounding."""
+    artifact = rt.Artifact.load(mc.compile(model=CONFIG, batch=2,
+                                           cache_dtype=cache_dtype, **STEP))
+    info = artifact.caches[0]
+    scale_name = artifact.buffers[info.scale_buffer].name
+    assert scale_name == "model.layers.0.kv_scale"
+    assert info.dtype == {"fp8": "f8e4m3fn", "fp8_e5m2": "f8e5m2"}[cache_dtype]
+    weights = deepseek_layer.random_weights(CONFIG, 0, rng)
+    cos_sin = deepseek_layer.cos_sin_table(32, CONFIG["qk_rope_head_dim"])
+    executor = rt.Executor(artifact, rt.Device("cpu"))
+    scale = np.array(0.05, np.float32)
+    rt.bind_weights(executor, dict(rt.absorb(weights, artifact),
+                                   cos_sin_cache=cos_sin,
+                                   **{scale_name: scale}))
+    cache = np.zeros(info.shape(4), np.uint8)
+    executor.bind_cache(info.name, cache)
+    inputs = dict(hidden_states=rng.standard_normal((2, 256), np.float32),
+                  positions=np.array([0, 0], np.int64),
+                  slot_mapping=np.array([16, 32], np.int64),
+                  block_table=np.array([[1, 0], [2, 0]], np.int32),
+                  seq_lens=np.array([1, 1], np.int32),
+                  hidden_states_out=np.zeros((2, 256), np.float32))
+    for name, tensor in inputs.items():
+        executor.bind(name, tensor)
+    executor.run()
+    first = cache.reshape(-1, cache.shape[-1])[[16, 32]].copy()
+    out = inputs["hidden_states_out"].copy()
+    scale[...] = 0.2  # recalibrated in place: no rebind
+    executor.run()
+    second = cache.reshape(-1, cache.shape[-1])[[16, 32]]
+    assert not np.array_equal(first, second)
+    table = FP8_TABLES[cache_dtype]()
+    rounding = 2.0 ** -4 if cache_dtype == "fp8" else 2.0 ** -3
+    a, b = table[first] * 0.05, table[second] * 0.2
+    # Both within half a step of the true rows, so within one step of
+    # each other (the coarser 0.2 scale's subnormals aside).
+    assert np.all(np.abs(a - b) <= 2 * rounding * np.abs(a) + 0.2 * 2.0 ** -6)
+    np.testing.assert_allclose(inputs["hidden_states_out"], out, rtol=0.1,
+                               atol=0.05)
+    scale[...] = -1.0
+    with pytest.raises(rt.Error, match="scale"):
+        executor.run()

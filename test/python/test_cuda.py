@@ -240,7 +240,8 @@ def test_a_strided_per_layer_view_runs_like_a_dense_cache(
     assert bool((whole[:, 0] == -7.0).all()), "the other layer was written"
 
 
-@pytest.mark.parametrize("kv_cache_dtype", ["auto", "fp8", "fp8_ds_mla"])
+@pytest.mark.parametrize("kv_cache_dtype",
+                         ["auto", "fp8", "fp8_e5m2", "fp8_ds_mla"])
 def test_concat_and_cache_mla_on_cuda_matches_the_cpu_kernel(kv_cache_dtype,
                                                              rng):
     tokens, latent, rope, blocks, block = 37, 512, 64, 8, 16
@@ -248,8 +249,7 @@ def test_concat_and_cache_mla_on_cuda_matches_the_cpu_kernel(kv_cache_dtype,
     k_pe = bf16_bits(rng.standard_normal((tokens, rope)))
     slots = rng.choice(blocks * block, tokens, replace=False).astype(np.int64)
     slots[3] = -1
-    row = {"auto": latent + rope, "fp8": latent + rope,
-           "fp8_ds_mla": 656}[kv_cache_dtype]
+    row = 656 if kv_cache_dtype == "fp8_ds_mla" else latent + rope
     cache_dtype = np.uint16 if kv_cache_dtype == "auto" else np.uint8
     cpu_cache = np.zeros((blocks, block, row), cache_dtype)
     scale = np.float32([0.04])

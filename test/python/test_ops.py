@@ -7,24 +7,9 @@ import pytest
 
 import mla.ops as ops
 import mla.runtime as rt
-from conftest import bf16_bits
+from conftest import FP8_TABLES, bf16_bits
 
 LATENT, ROPE = 512, 64
-
-
-def e4m3fn_values():
-    """The value of every f8E4M3FN byte (NaN for 0x7f and 0xff)."""
-    values = np.empty(256)
-    for byte in range(256):
-        sign = -1.0 if byte & 0x80 else 1.0
-        exponent, mantissa = (byte >> 3) & 0xF, byte & 0x7
-        if exponent == 0xF and mantissa == 0x7:
-            values[byte] = np.nan
-        elif exponent == 0:
-            values[byte] = sign * mantissa / 8 * 2.0 ** -6
-        else:
-            values[byte] = sign * (1 + mantissa / 8) * 2.0 ** (exponent - 7)
-    return values
 
 
 @pytest.mark.parametrize("num_tokens", [1, 42])
@@ -53,14 +38,16 @@ def test_concat_and_cache_mla_writes_exactly_the_slots(rng, num_tokens,
     np.testing.assert_array_equal(cache.reshape(expected.shape), expected)
 
 
-def test_concat_and_cache_mla_fp8_rounds_to_the_nearest_value(rng):
+@pytest.mark.parametrize("kv_cache_dtype", ["fp8", "fp8_e5m2"])
+def test_concat_and_cache_mla_fp8_rounds_to_the_nearest_value(rng,
+                                                              kv_cache_dtype):
     num_tokens, block_size, scale = 17, 16, np.float32([0.05])
     kv_c = rng.standard_normal((num_tokens, LATENT), np.float32)
     k_pe = rng.standard_normal((num_tokens, ROPE), np.float32)
     cache = np.zeros((4, block_size, LATENT + ROPE), np.uint8)
     slots = np.arange(num_tokens, dtype=np.int64) * 3
-    ops.concat_and_cache_mla(kv_c, k_pe, cache, slots, "fp8", scale)
-    table = e4m3fn_values()
+    ops.concat_and_cache_mla(kv_c, k_pe, cache, slots, kv_cache_dtype, scale)
+    table = FP8_TABLES[kv_cache_dtype]()
     rows = cache.reshape(-1, LATENT + ROPE)[slots]
     want = np.concatenate([kv_c, k_pe], 1).astype(np.float64) / scale[0]
     got = table[rows]
@@ -127,6 +114,31 @@ def test_flash_mla_decode_matches_a_float64_reference(rng, heads):
     mine = np.full_like(out, np.nan)
     ops.flash_mla_decode(q, cache, table, seq_lens, LATENT, out=mine)
     np.testing.assert_array_equal(mine, out)
+
+
+@pytest.mark.parametrize("kv_cache_dtype", ["fp8", "fp8_e5m2"])
+def test_flash_mla_decode_on_an_fp8_cache_matches_float64(rng,
+                                                          kv_cache_dtype):
+    """The decode dequantises each byte with the per-tensor scale: the
+    float64 reference reads the same bytes through the format's table."""
+    batch, heads, block, num_blocks, scale = 2, 16, 16, 6, 0.05
+    seq_lens = np.array([20, 33], np.int32)
+    table = np.array([[4, 1, 0], [2, 5, 3]], np.int32)
+    cache = np.zeros((num_blocks, block, LATENT + ROPE), np.uint8)
+    rows = rng.standard_normal((num_blocks * block, LATENT + ROPE),
+                               np.float32)
+    ops.concat_and_cache_mla(rows[:, :LATENT], rows[:, LATENT:], cache,
+                             np.arange(num_blocks * block, dtype=np.int64),
+                             kv_cache_dtype, scale)
+    q = rng.standard_normal((batch, 1, heads, LATENT + ROPE), np.float32)
+    out, lse = ops.flash_mla_decode(q, cache, table, seq_lens, LATENT,
+                                    kv_cache_dtype=kv_cache_dtype,
+                                    scale=scale)
+    values = FP8_TABLES[kv_cache_dtype]()[cache] * np.float32(scale)
+    want, want_lse = decode_reference(q[:, 0], values, table, seq_lens,
+                                      (LATENT + ROPE) ** -0.5, LATENT)
+    np.testing.assert_allclose(out[:, 0], want, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(lse[:, :, 0], want_lse, rtol=1e-5, atol=1e-5)
 
 
 def test_flash_mla_decode_refusals(rng):

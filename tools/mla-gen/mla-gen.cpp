@@ -65,7 +65,11 @@ cl::opt<CacheDType> cacheDType(
         clEnumValN(CacheDType::BF16, "bf16", "plain bf16 (needs --dtype=bf16)"),
         clEnumValN(CacheDType::F32, "f32", "plain f32 (needs --dtype=f32)"),
         clEnumValN(CacheDType::FP8, "fp8",
-                   "f8E4M3FN, per-tensor scale argument a layer")),
+                   "f8E4M3FN, per-tensor scale argument a layer"),
+        clEnumValN(CacheDType::FP8, "fp8_e4m3",
+                   "the same as fp8 (vLLM's name)"),
+        clEnumValN(CacheDType::FP8E5M2, "fp8_e5m2",
+                   "f8E5M2, per-tensor scale argument a layer")),
     cl::init(CacheDType::Auto), cl::cat(category));
 cl::opt<bool> dummyRun("dummy-run",
                        cl::desc("Mark the step mla.dummy_run (warm-up or "

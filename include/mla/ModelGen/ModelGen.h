@@ -81,9 +81,15 @@ enum class Phase { Decode, Prefill };
 /// Element type of activations and weights.
 enum class DType { BF16, F32 };
 /// Element encoding of the KV caches: `Auto` stores activations unconverted
-/// (a plain cache of the activation type); `FP8` is a `per_tensor`
-/// f8E4M3FN cache with one `tensor<f32>` scale argument per layer.
-enum class CacheDType { Auto, BF16, F32, FP8 };
+/// (a plain cache of the activation type); `FP8` (f8E4M3FN) and `FP8E5M2`
+/// are `per_tensor` caches with one `tensor<f32>` scale argument per layer
+/// (vLLM's kv_cache_dtype "fp8" / "fp8_e4m3" and "fp8_e5m2").
+enum class CacheDType { Auto, BF16, F32, FP8, FP8E5M2 };
+
+/// Whether caches of `dtype` are per-tensor fp8 (a scale argument a layer).
+inline bool isPerTensorFp8(CacheDType dtype) {
+  return dtype == CacheDType::FP8 || dtype == CacheDType::FP8E5M2;
+}
 
 /// What one generated step looks like. Shapes are static: the step is
 /// specialised for its batch (decode) or token and request count (prefill).

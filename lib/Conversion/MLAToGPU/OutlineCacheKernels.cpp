@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 #include "mla/Conversion/Passes.h"
 #include "mla/Dialect/MLA/IR/MLAOps.h"
+#include "mla/Target/RuntimeTypes.h"
 
 #include "mlart/Codegen.h"
 
@@ -60,22 +61,6 @@ struct KernelPlan {
   int64_t normGroups = 0; ///< 8-lane groups of a token's latent threads
   int64_t blockThreads() const { return threadsPerToken * tokensPerBlock; }
 };
-
-std::optional<mlart::DType> toDType(Type t) {
-  if (t.isBF16())
-    return mlart::DType::BF16;
-  if (t.isF16())
-    return mlart::DType::F16;
-  if (t.isF32())
-    return mlart::DType::F32;
-  if (isa<Float8E4M3FNType>(t))
-    return mlart::DType::F8E4M3FN;
-  if (t.isSignlessInteger(32))
-    return mlart::DType::I32;
-  if (t.isSignlessInteger(64))
-    return mlart::DType::I64;
-  return std::nullopt;
-}
 
 Type elementOf(Value v) { return cast<ShapedType>(v.getType()).getElementType(); }
 
@@ -184,16 +169,16 @@ FailureOr<KernelPlan> planFor(Operation *op, unsigned tokensPerBlock,
 
   p.sig.op = p.rope ? mlart::Opcode::RopeCacheUpdate : mlart::Opcode::CacheUpdate;
   p.sig.layout = p.dsMla ? mlart::CacheLayout::Fp8DsMla : mlart::CacheLayout::Plain;
-  p.sig.cacheDType = *toDType(cache.getElementType());
+  p.sig.cacheDType = *toRuntimeDType(cache.getElementType());
   p.sig.latentRank = L;
   p.sig.ropeDim = P;
-  p.sig.input = *toDType(p.input);
-  p.sig.slots = *toDType(p.slotType);
-  p.sig.positions = *toDType(p.posType);
+  p.sig.input = *toRuntimeDType(p.input);
+  p.sig.slots = *toRuntimeDType(p.slotType);
+  p.sig.positions = *toRuntimeDType(p.posType);
   p.sig.rotatesQ = p.q;
   p.sig.latentNorm = p.norm;
   if (p.norm)
-    p.sig.normWeight = *toDType(p.input);
+    p.sig.normWeight = *toRuntimeDType(p.input);
   p.name = mlart::codegenKernelName(p.sig);
   return p;
 }

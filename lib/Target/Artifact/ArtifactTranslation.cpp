@@ -26,6 +26,7 @@
 #include "mla/Dialect/MLA/IR/MLAOps.h"
 #include "mla/InitAll.h"
 #include "mla/Target/ArenaPlanner.h"
+#include "mla/Target/RuntimeTypes.h"
 
 #include "mlart/ArtifactWriter.h"
 
@@ -50,24 +51,6 @@ using namespace mlir::mla;
 namespace {
 
 constexpr unsigned kAbsent = ~0u;
-
-std::optional<mlart::DType> toDType(Type type) {
-  if (type.isBF16())
-    return mlart::DType::BF16;
-  if (type.isF16())
-    return mlart::DType::F16;
-  if (type.isF32())
-    return mlart::DType::F32;
-  if (type.isF64())
-    return mlart::DType::F64;
-  if (isa<Float8E4M3FNType>(type))
-    return mlart::DType::F8E4M3FN;
-  if (type.isSignlessInteger(32))
-    return mlart::DType::I32;
-  if (type.isSignlessInteger(64))
-    return mlart::DType::I64;
-  return std::nullopt;
-}
 
 mlart::CacheLayout toLayout(CacheLayout layout) {
   switch (layout) {
@@ -207,7 +190,10 @@ private:
   }
   std::string location(Operation *op) const;
   FailureOr<mlart::DType> dtypeOf(Operation *op, Type type);
-  FailureOr<uint32_t> cacheOf(Operation *op, Value cache);
+  /// The cache index of `op`'s cache operand; `scale` is the op's scale of
+  /// a per-tensor fp8 cache (null otherwise), which becomes the cache's
+  /// scale buffer: one function argument for every op on the cache.
+  FailureOr<uint32_t> cacheOf(Operation *op, Value cache, Value scale);
   /// The generated kernel an `mla.kernel`-marked cache write runs, or
   /// kAbsent for the library kernel.
   FailureOr<uint32_t> kernelOf(Operation *op, mlart::Opcode opcode);
@@ -216,6 +202,8 @@ private:
   mlart::ArtifactWriter writer;
   DenseMap<Value, unsigned> valueViews;
   DenseMap<Value, uint32_t> caches;
+  /// The scale argument of each per-tensor fp8 cache, by cache index.
+  DenseMap<uint32_t, Value> cacheScales;
   /// Weight arguments and the values the prepare program computes.
   DenseSet<Value> weightValues;
   /// Results written straight into a destination: the output buffer, or
@@ -258,7 +246,7 @@ FailureOr<mlart::DType> Translator::dtypeOf(Operation *op, Type type) {
   Type element = type;
   if (auto shaped = dyn_cast<ShapedType>(type))
     element = shaped.getElementType();
-  if (std::optional<mlart::DType> dtype = toDType(element))
+  if (std::optional<mlart::DType> dtype = toRuntimeDType(element))
     return *dtype;
   return op->emitError() << "element type " << element
                          << " has no runtime equivalent";
@@ -353,14 +341,33 @@ unsigned Translator::broadcastRows(unsigned base, int64_t heads) {
   return addView(view);
 }
 
-FailureOr<uint32_t> Translator::cacheOf(Operation *op, Value cache) {
+FailureOr<uint32_t> Translator::cacheOf(Operation *op, Value cache,
+                                        Value scale) {
   auto it = caches.find(cache);
   if (it == caches.end())
     return op->emitError() << "the cache must be a function argument";
-  if (cast<KVCacheType>(cache.getType()).needsScaleOperand())
-    return op->emitError() << "per-tensor fp8 caches are not supported by "
-                              "the artifact lowering yet";
-  return it->second;
+  const uint32_t index = it->second;
+  // The dialect verified that a per-tensor cache comes with a scale.
+  if (!scale)
+    return index;
+  // The artifact declares the scale once, on the cache (CacheDecl::
+  // scaleBuffer): the bytes of a cache mean one scale, whoever reads or
+  // writes them.
+  auto arg = dyn_cast<BlockArgument>(scale);
+  auto view = valueViews.find(scale);
+  if (!arg || arg.getOwner()->getParentOp() != func || view == valueViews.end())
+    return op->emitError()
+           << "the scale of a per-tensor fp8 cache must be a function "
+              "argument (the runtime binds it as a buffer)";
+  auto [known, inserted] = cacheScales.try_emplace(index, scale);
+  if (!inserted && known->second != scale)
+    return op->emitError()
+           << "every op on a per-tensor fp8 cache must use the same scale "
+              "argument; this one uses argument #"
+           << arg.getArgNumber() << ", an earlier one argument #"
+           << cast<BlockArgument>(known->second).getArgNumber();
+  writer.setCacheScale(index, views[view->second].decl.baseIndex);
+  return index;
 }
 
 FailureOr<uint32_t> Translator::kernelOf(Operation *op, mlart::Opcode opcode) {
@@ -822,7 +829,7 @@ LogicalResult Translator::translate(Operation *op) {
         return success();
       })
       .Case([&](KVCacheUpdateOp update) -> LogicalResult {
-        auto cache = cacheOf(op, update.getCache());
+        auto cache = cacheOf(op, update.getCache(), update.getScale());
         auto in = operands(
             {update.getKvC(), update.getKPe(), update.getSlotMapping()});
         auto kernel = kernelOf(op, mlart::Opcode::CacheUpdate);
@@ -837,7 +844,7 @@ LogicalResult Translator::translate(Operation *op) {
         return success();
       })
       .Case([&](RopeKVCacheUpdateOp update) -> LogicalResult {
-        auto cache = cacheOf(op, update.getCache());
+        auto cache = cacheOf(op, update.getCache(), update.getScale());
         auto in = operands({update.getKvC(), update.getKPe(),
                             update.getSlotMapping(), update.getPositions(),
                             update.getCosSin()});
@@ -905,7 +912,7 @@ LogicalResult Translator::translate(Operation *op) {
           return attention.emitError()
                  << "a quantised query must be explicit (run mla-lift-q-prep, "
                     "part of mla-decode-pipeline)";
-        auto cache = cacheOf(op, attention.getCache());
+        auto cache = cacheOf(op, attention.getCache(), attention.getKvScale());
         auto in = operands({attention.getQ(), attention.getBlockTable(),
                             attention.getSeqLens()});
         if (succeeded(in) && attention.isAbsorbing()) {
@@ -953,7 +960,7 @@ LogicalResult Translator::translate(Operation *op) {
         return success();
       })
       .Case([&](DecodeAttentionWithUpdateOp fused) -> LogicalResult {
-        auto cache = cacheOf(op, fused.getCache());
+        auto cache = cacheOf(op, fused.getCache(), fused.getKvScale());
         auto in = operands({fused.getKvC(), fused.getKPe(),
                             fused.getSlotMapping(), fused.getQ(),
                             fused.getBlockTable(), fused.getSeqLens()});
@@ -984,7 +991,8 @@ LogicalResult Translator::translate(Operation *op) {
         uint32_t c = mlart::kNoIndex;
         SmallVector<unsigned> ctx(4, kAbsent);
         if (attention.hasContext()) {
-          auto cache = cacheOf(op, attention.getCache());
+          auto cache =
+              cacheOf(op, attention.getCache(), attention.getKvScale());
           auto ctxViews =
               operands({attention.getBlockTable(), attention.getSeqLens(),
                         attention.getWUk(), attention.getWUv()});

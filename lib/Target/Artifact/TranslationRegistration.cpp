@@ -34,12 +34,16 @@ void printListing(const mlart::Artifact &artifact, raw_ostream &os) {
       os << (d ? ", " : "") << buffer.sizes[d];
     os << "]\n";
   }
-  for (auto [i, cache] : llvm::enumerate(artifact.caches()))
+  for (auto [i, cache] : llvm::enumerate(artifact.caches())) {
     os << "cache " << i << " \"" << cache.name << "\" "
        << mlart::cacheLayoutName(cache.desc.layout) << " "
        << mlart::dtypeName(cache.desc.dtype) << " block "
        << cache.desc.blockSize << " latent " << cache.desc.latentRank
-       << " rope " << cache.desc.ropeDim << "\n";
+       << " rope " << cache.desc.ropeDim;
+    if (cache.scaleBuffer != mlart::kNoIndex)
+      os << " scale buffer" << cache.scaleBuffer;
+    os << "\n";
+  }
   auto printView = [&](uint32_t index) {
     const mlart::ViewDecl &view = artifact.views()[index];
     if (view.base == mlart::ViewBase::Buffer)

@@ -1,8 +1,10 @@
 //===- CacheCheck.cpp - What a step wrote into its caches, checked --------===//
 #include "CacheCheck.h"
 
+#include "mlart/Artifact.h"
 #include "mlart/KVCacheLayout.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -61,9 +63,22 @@ double CacheCheck::pastTolerance() const {
   return overTolerance(worst, worstTolerance);
 }
 
+double fp8Rounding(const KVCacheDesc &desc) {
+  if (desc.layout == CacheLayout::Plain)
+    return 0.0;
+  return desc.dtype == DType::F8E5M2 ? 0.125 : 0.0625;
+}
+
 double cacheRowTolerance(const KVCacheDesc &desc, double tolerance) {
-  return desc.layout == CacheLayout::Plain ? tolerance
-                                           : tolerance + 0.0625; // 2^-4
+  return tolerance + fp8Rounding(desc);
+}
+
+double naiveOutputTolerance(const std::vector<CacheDecl> &caches,
+                            double tolerance) {
+  double rounding = 0.0;
+  for (const CacheDecl &c : caches)
+    rounding = std::max(rounding, fp8Rounding(c.desc));
+  return tolerance + rounding / 2;
 }
 
 StatusOr<bool> isDummyStep(const NaiveStep &step) {

@@ -6,10 +6,18 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <set>
 
 namespace mlarun {
 
 using namespace mlart;
+
+namespace {
+/// A per-tensor fp8 cache's scale unless an --input file sets it. Rows of
+/// unit variance then span a few dozen fp8 steps; 1 would hide a kernel
+/// that forgot the scale.
+constexpr float kDefaultCacheScale = 0.05f;
+} // namespace
 
 Status Harness::loadBoundInputs() {
   for (const auto &[name, path, flag, hint] : options_.inputs) {
@@ -254,9 +262,16 @@ Status Harness::setUp(const Artifact &artifact) {
         std::to_string(capacity) + " tokens");
 
   // Weights and other inputs: fixed for the whole run.
+  std::set<std::string> cacheScales;
+  for (const CacheDecl &decl : artifact.caches())
+    if (decl.scaleBuffer != kNoIndex)
+      cacheScales.insert(artifact.buffers()[decl.scaleBuffer].name);
   for (auto &[name, t] : tensors_) {
     if (t.decl.role == BufferRole::Weight) {
-      if (name.find("cos_sin") != std::string::npos && t.decl.rank == 2) {
+      if (cacheScales.count(name)) {
+        storeFromFloat(t.host.data(), t.decl.dtype, 0, kDefaultCacheScale);
+      } else if (name.find("cos_sin") != std::string::npos &&
+                 t.decl.rank == 2) {
         // A real rotary table, base 10000: cos then sin halves.
         const std::vector<float> table =
             ropeCosSinTable(t.decl.sizes[0], t.decl.sizes[1]);
@@ -283,8 +298,19 @@ Status Harness::setUp(const Artifact &artifact) {
       desc.numBlocks = numBlocks;
     if (desc.numBlocks < numBlocks)
       return invalidArgument("cache '" + decl.name + "' has too few blocks");
+    // The context rows are written with the scale the step will read: the
+    // artifact's scale buffer (an --input file may set it), else the default.
+    float scale = kDefaultCacheScale;
+    if (decl.scaleBuffer != kNoIndex) {
+      const std::string &name = artifact.buffers()[decl.scaleBuffer].name;
+      scale = loadAsFloat(tensors_.at(name).host.data(), DType::F32, 0);
+      if (!std::isfinite(scale) || scale <= 0.0f)
+        return invalidArgument("the scale of cache '" + decl.name + "' ('" +
+                               name + "') is " + std::to_string(scale) +
+                               "; it must be finite and > 0");
+    }
     MLART_ASSIGN_OR_RETURN(KVCache cache,
-                           KVCache::create(device_, desc, 0.05f));
+                           KVCache::create(device_, desc, scale));
     caches_.push_back(std::move(cache));
   }
   BlockManagerConfig config;

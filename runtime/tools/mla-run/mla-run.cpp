@@ -396,8 +396,10 @@ int runMain(int argc, char **argv) {
 
   std::vector<double> stepSeconds;
   double maxRelError = 0.0;
-  mlarun::NaiveReport naive(harness.isPrefill() ? "prefill" : "decode",
-                            options.tolerance);
+  mlarun::NaiveReport naive(
+      harness.isPrefill() ? "prefill" : "decode",
+      mlarun::naiveOutputTolerance(harness.artifact().caches(),
+                                   options.tolerance));
   int64_t differingCacheBytes = 0;
   for (int step = 0; step < options.steps; ++step) {
     if (Status s = harness.prepareStep(step); !s.ok())
@@ -572,7 +574,9 @@ int runMain(int argc, char **argv) {
                  (long long)harness.prefixHitBlocks());
 
   // After a prefill that passed its checks, the decode steps (checked too).
-  DecodePhase decode(options.tolerance);
+  // The decode steps run on the prefill's caches: the same encodings.
+  DecodePhase decode(mlarun::naiveOutputTolerance(harness.artifact().caches(),
+                                                  options.tolerance));
   const bool decoded = !options.decodeArtifact.empty() && !mismatch;
   if (!options.decodeArtifact.empty() && mismatch && !options.json)
     std::printf("decode after prefill: not run (the prefill step failed its "

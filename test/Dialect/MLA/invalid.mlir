@@ -41,8 +41,13 @@ func.func private @plain_fp8(!mla.kv_cache<?x16xf8E4M3FN>)
 
 // -----
 
-// expected-error @+1 {{the 'per_tensor' layout stores f8E4M3FN values, got 'bf16'}}
+// expected-error @+1 {{the 'per_tensor' layout stores f8E4M3FN or f8E5M2 values, got 'bf16'}}
 func.func private @per_tensor_bf16(!mla.kv_cache<?x16xbf16, per_tensor>)
+
+// -----
+
+// expected-error @+1 {{the 'fp8_ds_mla' layout stores f8E4M3FN values, got 'f8E5M2'}}
+func.func private @ds_mla_e5m2(!mla.kv_cache<?x64xf8E5M2, fp8_ds_mla>)
 
 // -----
 
@@ -288,6 +293,14 @@ func.func @update_plain_scale(%c: tensor<4x512xbf16>, %p: tensor<4x64xbf16>, %s:
 func.func @update_fp8_needs_scale(%c: tensor<4x512xbf16>, %p: tensor<4x64xbf16>, %s: tensor<4xi64>, %cache: !mla.kv_cache<?x16xf8E4M3FN, per_tensor>) {
   // expected-error @+1 {{quantises 'bf16' inputs into a per-tensor fp8 cache and needs a 'scale'}}
   mla.kv_cache_update %c, %p, %s into %cache : tensor<4x512xbf16>, tensor<4x64xbf16>, tensor<4xi64> into !mla.kv_cache<?x16xf8E4M3FN, per_tensor>
+  return
+}
+
+// -----
+
+func.func @update_other_fp8_encoding(%c: tensor<4x512xf8E4M3FN>, %p: tensor<4x64xf8E4M3FN>, %s: tensor<4xi64>, %cache: !mla.kv_cache<?x16xf8E5M2, per_tensor>) {
+  // expected-error @+1 {{stores already-quantised 'f8E4M3FN' values as they are into a cache of 'f8E5M2'; the encodings must match}}
+  mla.kv_cache_update %c, %p, %s into %cache : tensor<4x512xf8E4M3FN>, tensor<4x64xf8E4M3FN>, tensor<4xi64> into !mla.kv_cache<?x16xf8E5M2, per_tensor>
   return
 }
 

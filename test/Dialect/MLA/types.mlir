@@ -16,6 +16,9 @@ func.func private @f16_rope128(!mla.kv_cache<8x64xf16, rope = 128>)
 // CHECK-LABEL: func.func private @fp8_per_tensor(!mla.kv_cache<?x64xf8E4M3FN, per_tensor>)
 func.func private @fp8_per_tensor(!mla.kv_cache<?x64xf8E4M3FN, per_tensor>)
 
+// CHECK-LABEL: func.func private @fp8_e5m2_per_tensor(!mla.kv_cache<?x64xf8E5M2, per_tensor>)
+func.func private @fp8_e5m2_per_tensor(!mla.kv_cache<?x64xf8E5M2, per_tensor>)
+
 // CHECK-LABEL: func.func private @fp8_ds_mla(!mla.kv_cache<4096x64xf8E4M3FN, fp8_ds_mla>)
 func.func private @fp8_ds_mla(!mla.kv_cache<4096x64xf8E4M3FN, fp8_ds_mla>)
 

@@ -30,9 +30,23 @@ func.func @unsupported(%x: tensor<2x32xf32>) -> tensor<2x32xf32> {
 
 // -----
 
-func.func @fp8_per_tensor(%c: tensor<2x512xbf16>, %p: tensor<2x64xbf16>, %s: tensor<2xi64>,
-                          %cache: !mla.kv_cache<?x16xf8E4M3FN, per_tensor>, %sc: tensor<f32>) {
-  // expected-error @+1 {{per-tensor fp8 caches are not supported by the artifact lowering yet}}
+// A per-tensor fp8 cache has one scale: its bytes mean one thing to every
+// reader and writer.
+func.func @fp8_two_scales(%c: tensor<2x512xbf16>, %p: tensor<2x64xbf16>, %s: tensor<2xi64>,
+                          %cache: !mla.kv_cache<?x16xf8E5M2, per_tensor>, %sc: tensor<f32>, %sc2: tensor<f32>) {
+  mla.kv_cache_update %c, %p, %s into %cache scale %sc : tensor<2x512xbf16>, tensor<2x64xbf16>, tensor<2xi64> into !mla.kv_cache<?x16xf8E5M2, per_tensor>
+  // expected-error @+1 {{every op on a per-tensor fp8 cache must use the same scale argument; this one uses argument #5, an earlier one argument #4}}
+  mla.kv_cache_update %c, %p, %s into %cache scale %sc2 : tensor<2x512xbf16>, tensor<2x64xbf16>, tensor<2xi64> into !mla.kv_cache<?x16xf8E5M2, per_tensor>
+  return
+}
+
+// -----
+
+// A view of an argument is not a buffer of its own.
+func.func @fp8_scale_view(%c: tensor<2x512xbf16>, %p: tensor<2x64xbf16>, %s: tensor<2xi64>,
+                          %cache: !mla.kv_cache<?x16xf8E4M3FN, per_tensor>, %scales: tensor<4xf32>) {
+  %sc = tensor.extract_slice %scales[1] [1] [1] : tensor<4xf32> to tensor<f32>
+  // expected-error @+1 {{the scale of a per-tensor fp8 cache must be a function argument (the runtime binds it as a buffer)}}
   mla.kv_cache_update %c, %p, %s into %cache scale %sc : tensor<2x512xbf16>, tensor<2x64xbf16>, tensor<2xi64> into !mla.kv_cache<?x16xf8E4M3FN, per_tensor>
   return
 }

@@ -86,7 +86,7 @@ LogicalResult verifyCacheWrite(Operation *op, Value kvC, Value kPe,
     return op->emitOpError() << "expected 'kv_c' and 'k_pe' to share an "
                                 "element type, got "
                              << inType << " and " << elementTypeOf(kPe);
-  bool inputIsFp8 = isa<Float8E4M3FNType>(inType);
+  bool inputIsFp8 = isFp8Type(inType);
   switch (cache.getLayout()) {
   case CacheLayout::plain:
     if (inType != cache.getElementType())
@@ -102,6 +102,11 @@ LogicalResult verifyCacheWrite(Operation *op, Value kvC, Value kPe,
     if (inputIsFp8 && scale)
       return op->emitOpError() << "takes already-quantised fp8 inputs, so it "
                                   "must not have a 'scale'";
+    if (inputIsFp8 && inType != cache.getElementType())
+      return op->emitOpError()
+             << "stores already-quantised " << inType
+             << " values as they are into a cache of " << cache.getElementType()
+             << "; the encodings must match";
     if (!inputIsFp8 && !scale)
       return op->emitOpError() << "quantises " << inType
                                << " inputs into a per-tensor fp8 cache and "
@@ -191,7 +196,7 @@ LogicalResult verifyWeights(Operation *op, Value wUk, Value wUv,
 /// inputs and dequantises what is read; already-quantised inputs use it only
 /// to read.
 Value writeScaleOf(Value kvC, Value kvScale) {
-  return isa<Float8E4M3FNType>(elementTypeOf(kvC)) ? Value() : kvScale;
+  return isFp8Type(elementTypeOf(kvC)) ? Value() : kvScale;
 }
 
 } // namespace

@@ -49,7 +49,6 @@ KVCacheType::verify(function_ref<InFlightDiagnostic()> emitError,
     return emitError() << "expected a positive latent rank, got " << latentRank;
   if (ropeDim <= 0 || ropeDim % 2 != 0)
     return emitError() << "expected a positive even rope dim, got " << ropeDim;
-  bool isFp8 = isa<Float8E4M3FNType>(elementType);
   switch (layout) {
   case CacheLayout::plain:
     if (!elementType.isBF16() && !elementType.isF16() && !elementType.isF32())
@@ -59,12 +58,17 @@ KVCacheType::verify(function_ref<InFlightDiagnostic()> emitError,
                             "'fp8_ds_mla' layout)";
     break;
   case CacheLayout::per_tensor:
-  case CacheLayout::fp8_ds_mla:
-    if (!isFp8)
-      return emitError() << "the '" << stringifyCacheLayout(layout)
-                         << "' layout stores f8E4M3FN values, got "
+    if (!isFp8Type(elementType))
+      return emitError() << "the 'per_tensor' layout stores f8E4M3FN or "
+                            "f8E5M2 values, got "
                          << elementType;
-    if (layout == CacheLayout::fp8_ds_mla && latentRank % kDsMlaTile != 0)
+    break;
+  case CacheLayout::fp8_ds_mla:
+    if (!isa<Float8E4M3FNType>(elementType))
+      return emitError() << "the 'fp8_ds_mla' layout stores f8E4M3FN values, "
+                            "got "
+                         << elementType;
+    if (latentRank % kDsMlaTile != 0)
       return emitError() << "the 'fp8_ds_mla' layout needs a latent rank "
                             "divisible by "
                          << kDsMlaTile << ", got " << latentRank;

@@ -19,9 +19,9 @@ namespace {
 /// float inputs into a per-tensor fp8 cache, none otherwise.
 Value updateScale(AttentionOp op) {
   KVCacheType cache = op.getCache().getType();
-  bool quantises = cache.needsScaleOperand() &&
-                   !isa<Float8E4M3FNType>(
-                       cast<ShapedType>(op.getKvC().getType()).getElementType());
+  bool quantises =
+      cache.needsScaleOperand() &&
+      !isFp8Type(cast<ShapedType>(op.getKvC().getType()).getElementType());
   return quantises ? op.getKvScale() : Value();
 }
 

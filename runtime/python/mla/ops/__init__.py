@@ -15,7 +15,8 @@ __all__ = ["concat_and_cache_mla", "device_of", "flash_mla_decode"]
 
 # vLLM's kv_cache_dtype strings -> the runtime's cache layouts.
 _LAYOUTS = {"auto": "plain", "bf16": "plain", "fp8": "fp8_per_tensor",
-            "fp8_e4m3": "fp8_per_tensor", "fp8_ds_mla": "fp8_ds_mla"}
+            "fp8_e4m3": "fp8_per_tensor", "fp8_e5m2": "fp8_e5m2_per_tensor",
+            "fp8_ds_mla": "fp8_ds_mla"}
 _DLPACK_CPU, _DLPACK_CUDA = 1, 2
 _devices = {}
 
@@ -97,7 +98,8 @@ def concat_and_cache_mla(kv_c, k_pe, kv_cache, slot_mapping,
     into ``kv_cache`` [num_blocks, block_size, row] at slot_mapping[t] for
     every t (a negative slot is skipped). kv_c [T, latent], k_pe [T, rope],
     slot_mapping [N <= T] int64. ``kv_cache_dtype``: 'auto' (rows of
-    kv_cache's type), 'fp8' / 'fp8_e4m3' (uint8 bytes, per-tensor `scale`)
+    kv_cache's type), 'fp8' / 'fp8_e4m3' or 'fp8_e5m2' (uint8 bytes,
+    per-tensor `scale`)
     or 'fp8_ds_mla' (656-byte rows). A slot outside the cache is an error
     and nothing is written."""
     device, stream = _device_and_stream(kv_cache, stream)

@@ -21,10 +21,10 @@ from .weights import bind_weights as _bind_weights
 
 _NUMPY = {"bf16": "uint16", "f16": "float16", "f32": "float32",
           "f64": "float64", "i32": "int32", "i64": "int64",
-          "f8e4m3fn": "uint8"}
+          "f8e4m3fn": "uint8", "f8e5m2": "uint8"}
 _TORCH = {"bf16": "bfloat16", "f16": "float16", "f32": "float32",
           "f64": "float64", "i32": "int32", "i64": "int64",
-          "f8e4m3fn": "uint8"}
+          "f8e4m3fn": "uint8", "f8e5m2": "uint8"}
 # What the padding rows of each step buffer hold.
 _DECODE_PADDING = {"slot_mapping": -1, "seq_lens": 1}
 # A prefill's buffers with a row per request, not per token.

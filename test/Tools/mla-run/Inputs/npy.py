@@ -1,6 +1,7 @@
 """Writes and inspects .npy files without numpy (for the mla-run tests).
 
   npy.py write OUT DESCR D0,D1,... [SEED] [VERSION]   deterministic values
+  npy.py scalar OUT VALUE                             a 0-d float32
   npy.py fortran OUT DESCR D0,D1,...                  same, fortran_order True
   npy.py truncate IN OUT BYTES                        first BYTES of IN
   npy.py garbage OUT                                  not a .npy at all
@@ -52,6 +53,10 @@ def main():
         with open(out, "wb") as f:
             f.write(header(descr, shape, cmd == "fortran", version))
             f.write(values(descr, math.prod(shape), seed))
+    elif cmd == "scalar":
+        with open(sys.argv[2], "wb") as f:
+            f.write(header("<f4", []))
+            f.write(struct.pack("<f", float(sys.argv[3])))
     elif cmd == "truncate":
         data = open(sys.argv[2], "rb").read()
         open(sys.argv[3], "wb").write(data[: int(sys.argv[4])])

@@ -11,4 +11,12 @@
 #define GET_TYPEDEF_CLASSES
 #include "mla/Dialect/MLA/IR/MLATypes.h.inc"
 
+namespace mlir::mla {
+/// The fp8 encodings a cache can hold: f8E4M3FN (both fp8 layouts) and
+/// f8E5M2 (per_tensor only).
+inline bool isFp8Type(Type type) {
+  return isa<Float8E4M3FNType, Float8E5M2Type>(type);
+}
+} // namespace mlir::mla
+
 #endif // MLA_DIALECT_MLA_IR_MLATYPES_H
