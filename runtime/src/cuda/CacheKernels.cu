@@ -387,6 +387,14 @@ __device__ void rotateQGeneric(const WriteParams &p, int64_t first,
   }
 }
 
+/// Bytes of one kv_c / k_pe element: 4 for f32, 1 for inputs already in an
+/// fp8 encoding (stored as they are), 2 for f16 and bf16.
+__device__ __forceinline__ int inputBytes(int dtype) {
+  if (dtype == int(DType::F32))
+    return 4;
+  return dtype == int(DType::F8E4M3FN) || dtype == int(DType::F8E5M2) ? 1 : 2;
+}
+
 __device__ __forceinline__ int64_t qItems(const WriteParams &p) {
   return (p.vec & 2) ? p.T * p.Hq * (p.style == 0 ? 8 : 4)
                      : p.T * p.Hq * (p.rope / 2);
@@ -395,7 +403,7 @@ __device__ __forceinline__ int64_t qItems(const WriteParams &p) {
 /// Generic per-token path (any layout): rotate k_pe in place, then encode.
 __device__ void tokenGeneric(const WriteParams &p, int64_t t, int lane) {
   const int half = p.rope / 2;
-  const int kes = p.kpType == int(DType::F32) ? 4 : 2;
+  const int kes = inputBytes(p.kpType);
   uint8_t *kp = p.kPe + t * p.kpStride * kes;
   if (p.doRope) {
     const float *cs = p.cs + loadIdx(p.pos, p.pos64, p.posStride, t) * p.csStride;
@@ -417,7 +425,7 @@ __device__ void tokenGeneric(const WriteParams &p, int64_t t, int lane) {
   if (p.cache && t < p.N) {
     const int64_t s = loadIdx(p.slots, p.slot64, p.slotStride, t);
     if (s >= 0 && s < p.numSlots && !(p.wp && p.wp[s / p.blockSize])) {
-      const int vkes = p.kvType == int(DType::F32) ? 4 : 2;
+      const int vkes = inputBytes(p.kvType);
       const uint8_t *kv = p.kvC + t * p.kvStride * vkes;
       // The slot is the warp's: every lane takes part in the reduction.
       const float inv = p.normW ? latentInvRms(p, kv, lane) : 1.0f;
@@ -590,10 +598,15 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-/// The CUDA kernels read f32, f16 and bf16 only (the CPU also takes f64).
+/// The CUDA kernels read f32, f16 and bf16 only (the CPU also takes f64),
+/// and a per-tensor cache's own fp8 encoding, stored as it is
+/// (cpu::checkCacheWriteShapes refused any other fp8 input).
 Status checkCudaInputType(const TensorRef &t, const char *name,
                           const KVCacheDesc &desc) {
-  if (desc.layout != CacheLayout::Plain && !isFloatType(t.dtype)) {
+  const bool quantised =
+      desc.layout == CacheLayout::Fp8PerTensor && t.dtype == desc.dtype;
+  if (desc.layout != CacheLayout::Plain && !isFloatType(t.dtype) &&
+      !quantised) {
     return invalidArgument(std::string(name) +
                            " must be f32, f16 or bf16 for an fp8 cache on "
                            "CUDA, got " + t.describe());
