@@ -15,8 +15,9 @@ def MLA_KVCacheType : MLA_Type<"KVCache", "kv_cache"> {
     Layouts:
     - `plain` (default): each row is `latent + rope` values of the element
       type, which is `bf16`, `f16` or `f32`.
-    - `per_tensor`: `f8E4M3FN` values; one runtime scale (an operand of the
-      ops that read or write) converts them: `value = stored * scale`.
+    - `per_tensor`: `f8E4M3FN` or `f8E5M2` values; one runtime scale (an
+      operand of the ops that read or write, the same function argument for
+      all of them in an artifact) converts them: `value = stored * scale`.
     - `fp8_ds_mla`: DeepSeek's 656-byte row for 512 + 64: `latent` fp8 values,
       one f32 scale per 128-value tile, then `rope` bf16 values. The element
       type is `f8E4M3FN`; scales are computed by the writer.
