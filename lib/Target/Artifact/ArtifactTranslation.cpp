@@ -360,13 +360,14 @@ FailureOr<uint32_t> Translator::cacheOf(Operation *op, Value cache,
            << "the scale of a per-tensor fp8 cache must be a function "
               "argument (the runtime binds it as a buffer)";
   auto [known, inserted] = cacheScales.try_emplace(index, scale);
-  if (!inserted && known->second != scale)
+  if (inserted)
+    writer.setCacheScale(index, views[view->second].decl.baseIndex);
+  else if (known->second != scale)
     return op->emitError()
            << "every op on a per-tensor fp8 cache must use the same scale "
               "argument; this one uses argument #"
            << arg.getArgNumber() << ", an earlier one argument #"
            << cast<BlockArgument>(known->second).getArgNumber();
-  writer.setCacheScale(index, views[view->second].decl.baseIndex);
   return index;
 }
 

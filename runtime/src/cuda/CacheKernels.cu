@@ -598,18 +598,15 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-/// The CUDA kernels read f32, f16 and bf16 only (the CPU also takes f64),
-/// and a per-tensor cache's own fp8 encoding, stored as it is
-/// (cpu::checkCacheWriteShapes refused any other fp8 input).
+/// cpu::checkCacheWriteShapes admits what the CPU kernels read; of that, the
+/// CUDA kernels lack only f64 inputs for an fp8 cache.
 Status checkCudaInputType(const TensorRef &t, const char *name,
                           const KVCacheDesc &desc) {
-  const bool quantised =
-      desc.layout == CacheLayout::Fp8PerTensor && t.dtype == desc.dtype;
-  if (desc.layout != CacheLayout::Plain && !isFloatType(t.dtype) &&
-      !quantised) {
+  if (desc.layout != CacheLayout::Plain && t.dtype == DType::F64) {
     return invalidArgument(std::string(name) +
-                           " must be f32, f16 or bf16 for an fp8 cache on "
-                           "CUDA, got " + t.describe());
+                           " must be f32, f16, bf16 or the cache's fp8 "
+                           "encoding for an fp8 cache on CUDA, got " +
+                           t.describe());
   }
   return Status::success();
 }
