@@ -144,10 +144,17 @@ PYBIND11_MODULE(_mlac, m) {
         d["v_head_dim"] = c.vHeadDim;
         d["num_hidden_layers"] = c.numLayers;
         d["rms_norm_eps"] = c.rmsNormEps;
+        d["rope_theta"] = c.ropeTheta;
         if (c.ropeScaling) {
+          // Hugging Face's spelling, so the dict reads as a config.json.
           py::dict scaling;
           scaling["type"] = "yarn";
           scaling["factor"] = c.ropeScaling->factor;
+          scaling["original_max_position_embeddings"] =
+              c.ropeScaling->originalMaxPosition;
+          scaling["beta_fast"] = c.ropeScaling->betaFast;
+          scaling["beta_slow"] = c.ropeScaling->betaSlow;
+          scaling["mscale"] = c.ropeScaling->mscale;
           scaling["mscale_all_dim"] = c.ropeScaling->mscaleAllDim;
           d["rope_scaling"] = scaling;
         }

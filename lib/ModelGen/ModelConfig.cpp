@@ -19,6 +19,19 @@ Error makeError(const llvm::Twine &message) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
 }
 
+/// The `rope_scaling` of DeepSeek-V2-Lite and V3's `config.json`: YaRN by 40
+/// from 4096 positions, with `mscale == mscale_all_dim`.
+RopeScaling deepSeekYarn(double mscale) {
+  RopeScaling rope;
+  rope.factor = 40.0;
+  rope.originalMaxPosition = 4096;
+  rope.betaFast = 32.0;
+  rope.betaSlow = 1.0;
+  rope.mscale = mscale;
+  rope.mscaleAllDim = mscale;
+  return rope;
+}
+
 /// DeepSeek-V2-Lite (HF `deepseek-ai/DeepSeek-V2-Lite`): q without LoRA.
 ModelConfig deepSeekV2Lite() {
   ModelConfig c;
@@ -32,7 +45,7 @@ ModelConfig deepSeekV2Lite() {
   c.vHeadDim = 128;
   c.numLayers = 27;
   c.rmsNormEps = 1e-6;
-  c.ropeScaling = RopeScaling{/*factor=*/40.0, /*mscaleAllDim=*/0.707};
+  c.ropeScaling = deepSeekYarn(/*mscale=*/0.707);
   return c;
 }
 
@@ -49,7 +62,7 @@ ModelConfig deepSeekV3() {
   c.vHeadDim = 128;
   c.numLayers = 61;
   c.rmsNormEps = 1e-6;
-  c.ropeScaling = RopeScaling{/*factor=*/40.0, /*mscaleAllDim=*/1.0};
+  c.ropeScaling = deepSeekYarn(/*mscale=*/1.0);
   return c;
 }
 
@@ -161,10 +174,27 @@ Error ModelConfig::validate() const {
     return makeError(
         llvm::formatv("model '{0}': rms_norm_eps must be positive, got {1}",
                       name, rmsNormEps));
-  if (ropeScaling && !(ropeScaling->factor > 0.0))
+  if (!(ropeTheta > 1.0))
+    return makeError(
+        llvm::formatv("model '{0}': rope_theta must be greater than 1, got {1}",
+                      name, ropeTheta));
+  if (!ropeScaling)
+    return Error::success();
+  if (!(ropeScaling->factor >= 1.0))
     return makeError(llvm::formatv(
-        "model '{0}': rope_scaling.factor must be positive, got {1}", name,
+        "model '{0}': rope_scaling.factor must be at least 1, got {1}", name,
         ropeScaling->factor));
+  if (ropeScaling->originalMaxPosition <= 0)
+    return makeError(llvm::formatv("model '{0}': rope_scaling."
+                                   "original_max_position_embeddings must be "
+                                   "positive, got {1}",
+                                   name, ropeScaling->originalMaxPosition));
+  if (!(ropeScaling->betaSlow > 0.0) ||
+      !(ropeScaling->betaFast > ropeScaling->betaSlow))
+    return makeError(llvm::formatv(
+        "model '{0}': rope_scaling needs beta_fast > beta_slow > 0, got {1} "
+        "and {2}",
+        name, ropeScaling->betaFast, ropeScaling->betaSlow));
   return Error::success();
 }
 
@@ -209,6 +239,8 @@ Expected<ModelConfig> mlir::mla::gen::parseModelConfig(StringRef json,
   config.vHeadDim = fields.positiveInt("v_head_dim");
   config.numLayers = fields.positiveInt("num_hidden_layers");
   config.rmsNormEps = fields.number("rms_norm_eps", std::nullopt);
+  // Hugging Face's DeepseekV2Config defaults rope_theta to 10000.
+  config.ropeTheta = fields.number("rope_theta", 10000.0);
   if (Error err = fields.takeError())
     return std::move(err);
 
@@ -219,12 +251,34 @@ Expected<ModelConfig> mlir::mla::gen::parseModelConfig(StringRef json,
       return makeError(llvm::formatv(
           "{0}: field 'rope_scaling' must be an object or null", source));
     FieldReader scalingFields(*scalingObject, source, "rope_scaling.");
+    // Transformers spells the kind `type` in older configs, `rope_type` in
+    // newer ones; only YaRN is modelled.
+    for (StringRef kindKey : {"type", "rope_type"})
+      if (const llvm::json::Value *kind = scalingObject->get(kindKey))
+        if (kind->getAsString() != std::optional<StringRef>("yarn"))
+          return makeError(llvm::formatv(
+              "{0}: field 'rope_scaling.{1}' must be \"yarn\" (the only "
+              "rope scaling DeepSeek's MLA uses)",
+              source, kindKey));
     RopeScaling rope;
     rope.factor = scalingFields.number("factor", std::nullopt);
-    // DeepSeek's attention reads `mscale_all_dim` with a default of 0.
+    // The remaining defaults are DeepseekV2YarnRotaryEmbedding's; DeepSeek's
+    // attention reads `mscale_all_dim` with a default of 0.
     rope.mscaleAllDim = scalingFields.number("mscale_all_dim", 0.0);
+    rope.mscale = scalingFields.number("mscale", 1.0);
+    rope.betaFast = scalingFields.number("beta_fast", 32.0);
+    rope.betaSlow = scalingFields.number("beta_slow", 1.0);
+    double originalMax =
+        scalingFields.number("original_max_position_embeddings", 4096.0);
     if (Error err = scalingFields.takeError())
       return std::move(err);
+    if (originalMax != std::floor(originalMax) || originalMax < 1.0 ||
+        originalMax > double(int64_t(1) << 40))
+      return makeError(llvm::formatv(
+          "{0}: field 'rope_scaling.original_max_position_embeddings' must "
+          "be a positive integer",
+          source));
+    rope.originalMaxPosition = int64_t(originalMax);
     config.ropeScaling = rope;
   }
   if (Error err = config.validate())

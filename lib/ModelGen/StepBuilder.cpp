@@ -12,6 +12,7 @@
 //===----------------------------------------------------------------------===//
 #include "mla/ModelGen/ModelGen.h"
 
+#include "mla/Dialect/MLA/IR/MLAAttrs.h"
 #include "mla/Dialect/MLA/IR/MLADialect.h"
 #include "mla/Dialect/MLA/IR/MLAOps.h"
 
@@ -68,6 +69,13 @@ public:
       attrs.append(MLADialect::getNoAliasAttrName(), UnitAttr::get(ctx));
     argAttrs.push_back(attrs.getDictionary(ctx));
     return types.size() - 1;
+  }
+
+  /// Adds `attr` to argument `index`'s attributes.
+  void addAttr(unsigned index, llvm::StringRef name, Attribute attr) {
+    NamedAttrList attrs(argAttrs[index]);
+    attrs.set(name, attr);
+    argAttrs[index] = attrs.getDictionary(ctx);
   }
 
   SmallVector<Type> types;
@@ -130,6 +138,8 @@ private:
   }
 
   KVCacheType cacheType() const;
+  /// How the cos/sin table argument is computed (plain or YaRN rope).
+  RopeTableAttr ropeTableAttr() const;
   void declareStepArgs();
   LayerArgs declareLayerArgs(int64_t layer);
 
@@ -185,6 +195,24 @@ void StepBuilder::declareStepArgs() {
   // lose too much in bf16.
   step.cosSin = sig.add(tensor({options.maxPosition, rope}, b.getF32Type()),
                         names::kCosSinCache);
+  sig.addAttr(step.cosSin, MLADialect::getRopeTableAttrName(), ropeTableAttr());
+}
+
+RopeTableAttr StepBuilder::ropeTableAttr() const {
+  using llvm::APFloat;
+  const std::optional<RopeScaling> &yarn = config.ropeScaling;
+  // YaRN by a factor of 1 is plain rope: both frequency sets coincide and
+  // both mscales are 1.
+  if (!yarn || yarn->factor == 1.0)
+    return RopeTableAttr::get(
+        ctx, APFloat(config.ropeTheta), /*factor=*/APFloat(1.0),
+        /*original_max_position=*/0, /*beta_fast=*/APFloat(32.0),
+        /*beta_slow=*/APFloat(1.0), /*mscale=*/APFloat(1.0),
+        /*mscale_all_dim=*/APFloat(0.0));
+  return RopeTableAttr::get(ctx, APFloat(config.ropeTheta),
+                            APFloat(yarn->factor), yarn->originalMaxPosition,
+                            APFloat(yarn->betaFast), APFloat(yarn->betaSlow),
+                            APFloat(yarn->mscale), APFloat(yarn->mscaleAllDim));
 }
 
 LayerArgs StepBuilder::declareLayerArgs(int64_t layer) {

@@ -149,6 +149,19 @@ private:
   std::map<std::string, py::object> bound_;
 };
 
+/// RopeTableParams as the keyword arguments of rope_cos_sin_table.
+py::dict ropeParamsDict(const RopeTableParams &p) {
+  py::dict d;
+  d["theta"] = p.theta;
+  d["factor"] = p.factor;
+  d["original_max_position"] = p.originalMaxPosition;
+  d["beta_fast"] = p.betaFast;
+  d["beta_slow"] = p.betaSlow;
+  d["mscale"] = p.mscale;
+  d["mscale_all_dim"] = p.mscaleAllDim;
+  return d;
+}
+
 Artifact loadArtifact(py::handle source) {
   if (py::isinstance<py::bytes>(source) ||
       py::isinstance<py::bytearray>(source) ||
@@ -307,7 +320,41 @@ PYBIND11_MODULE(_mlart, m) {
       .def_property_readonly("caches", &Artifact::caches)
       .def_property_readonly("instructions", &Artifact::instructions)
       .def_property_readonly("prepare_instructions",
-                             &Artifact::prepareInstructions);
+                             &Artifact::prepareInstructions)
+      .def_property_readonly(
+          "rope_tables",
+          [](const Artifact &a) {
+            py::dict tables;
+            for (const RopeTableDecl &t : a.ropeTables())
+              tables[py::str(a.buffers()[t.buffer].name)] =
+                  ropeParamsDict(t.params);
+            return tables;
+          },
+          "How each rope table buffer is computed: buffer name -> the "
+          "keyword arguments of rope_cos_sin_table.");
+
+  m.def(
+      "_rope_cos_sin_table",
+      [](int64_t maxPosition, int64_t ropeDim, double theta, double factor,
+         int64_t originalMaxPosition, double betaFast, double betaSlow,
+         double mscale, double mscaleAllDim) {
+        RopeTableParams p;
+        p.theta = theta;
+        p.factor = factor;
+        p.originalMaxPosition = originalMaxPosition;
+        p.betaFast = betaFast;
+        p.betaSlow = betaSlow;
+        p.mscale = mscale;
+        p.mscaleAllDim = mscaleAllDim;
+        std::vector<float> table =
+            value(ropeCosSinTable(maxPosition, ropeDim, p));
+        return py::bytes(reinterpret_cast<const char *>(table.data()),
+                         table.size() * sizeof(float));
+      },
+      py::arg("max_position"), py::arg("rope_dim"), py::arg("theta"),
+      py::arg("factor"), py::arg("original_max_position"), py::arg("beta_fast"),
+      py::arg("beta_slow"), py::arg("mscale"), py::arg("mscale_all_dim"),
+      "The f32 bytes of mlart::ropeCosSinTable (mla.runtime wraps it).");
 
   py::class_<PyExecutor>(m, "Executor",
                          "Runs one artifact on one device over the caller's "

@@ -88,6 +88,13 @@ int Artifact::findBuffer(const std::string &name) const {
   return -1;
 }
 
+const RopeTableParams *Artifact::ropeTableOf(uint32_t buffer) const {
+  for (const RopeTableDecl &t : ropeTables_)
+    if (t.buffer == buffer)
+      return &t.params;
+  return nullptr;
+}
+
 int Artifact::findCache(const std::string &name) const {
   for (size_t i = 0; i < caches_.size(); ++i)
     if (caches_[i].name == name)
@@ -141,6 +148,12 @@ public:
     float f;
     std::memcpy(&f, &bits, 4);
     return f;
+  }
+  double f64() {
+    uint64_t bits = take(8);
+    double d;
+    std::memcpy(&d, &bits, 8);
+    return d;
   }
   /// Set when a read ran past the record (a framing bug, never input).
   bool overrun() const { return overrun_; }
@@ -201,6 +214,7 @@ public:
     MLART_RETURN_IF_ERROR(parseKernels());
     MLART_RETURN_IF_ERROR(parseInstructions());
     MLART_RETURN_IF_ERROR(parsePrepareInstructions());
+    MLART_RETURN_IF_ERROR(parseRopeTables());
     MLART_RETURN_IF_ERROR(checkReadsAreDefined());
     return std::move(a_);
   }
@@ -260,6 +274,13 @@ private:
           return invalid("non-zero padding after section kind " +
                          std::to_string(sec.kind));
       pos += padded;
+      if (sec.kind == mlaa::kSectionRopeTables) {
+        if (ropeTables_.present)
+          return invalid("rope table section is duplicated");
+        ropeTables_ = sec;
+        ropeTables_.present = true;
+        continue;
+      }
       if (sec.kind >= mlaa::kFirstExtensionSection)
         continue; // An extension this reader does not know: skip it.
       if (sec.kind < 1 || sec.kind > mlaa::kLastKnownSection)
@@ -577,6 +598,53 @@ private:
                        dtypeName(v.dtype) + "] lies outside " + baseName +
                        " of " + std::to_string(baseBytes) + " bytes");
       a_.views_.push_back(v);
+    }
+    return Status::success();
+  }
+
+  /// The optional rope-table extension: how each [max_position, rope] f32
+  /// table buffer is computed, at most once per buffer, with parameters
+  /// ropeCosSinTable accepts.
+  Status parseRopeTables() {
+    const Section &s = ropeTables_;
+    if (!s.present)
+      return Status::success();
+    if (s.bytes != uint64_t(s.count) * mlaa::kRopeTableBytes)
+      return invalid("rope table section holds " + std::to_string(s.bytes) +
+                     " bytes, expected " + std::to_string(s.count) +
+                     " records of " + std::to_string(mlaa::kRopeTableBytes));
+    for (uint32_t i = 0; i < s.count; ++i) {
+      Cursor c(s.payload + uint64_t(i) * mlaa::kRopeTableBytes,
+               mlaa::kRopeTableBytes);
+      RopeTableDecl t;
+      t.buffer = c.u32();
+      const uint32_t reserved = c.u32();
+      t.params.theta = c.f64();
+      t.params.factor = c.f64();
+      t.params.originalMaxPosition = c.i64();
+      t.params.betaFast = c.f64();
+      t.params.betaSlow = c.f64();
+      t.params.mscale = c.f64();
+      t.params.mscaleAllDim = c.f64();
+      const std::string what = "rope table #" + std::to_string(i);
+      if (reserved != 0)
+        return invalid(what + ": reserved field is not zero");
+      if (t.buffer >= a_.buffers_.size())
+        return invalid(what + ": buffer " + std::to_string(t.buffer) +
+                       " is out of range");
+      const BufferDecl &b = a_.buffers_[t.buffer];
+      if (b.dtype != DType::F32 || b.rank != 2 || b.sizes[1] % 2 != 0 ||
+          b.sizes[1] == 0 ||
+          (b.role != BufferRole::Input && b.role != BufferRole::Weight))
+        return invalid(what + ": buffer '" + b.name +
+                       "' must be a [max_position, rope] f32 input or "
+                       "weight with an even rope dim");
+      if (a_.ropeTableOf(t.buffer))
+        return invalid(what + ": buffer '" + b.name +
+                       "' already has a rope table");
+      if (Status st = validateRopeTableParams(t.params); !st.ok())
+        return invalid(what + " of '" + b.name + "': " + st.message());
+      a_.ropeTables_.push_back(t);
     }
     return Status::success();
   }
@@ -1016,6 +1084,8 @@ private:
   const uint8_t *data_;
   uint64_t size_;
   Section sections_[mlaa::kLastKnownSection + 1];
+  /// The rope-table extension (kind kSectionRopeTables), if present.
+  Section ropeTables_;
   std::vector<std::string> strings_;
   Artifact a_;
 };

@@ -43,8 +43,13 @@ enum SectionKind : uint32_t {
   /// then `count` instruction records.
   kSectionPrepare = 8,
   kLastKnownSection = 8,
-  /// Kinds at or above this are extensions a reader skips.
+  /// Kinds at or above this are extensions a reader skips unless it knows
+  /// them.
   kFirstExtensionSection = 0x100,
+  /// Extension: how each rope table argument is computed
+  /// (docs/artifact.md, "Rope tables"). An older reader ignores it and
+  /// runs the same program; only a runner's default table differs.
+  kSectionRopeTables = 0x100,
 };
 
 // Record sizes of the fixed-record sections.
@@ -60,6 +65,10 @@ constexpr uint64_t kInstructionBytes =
     64; // u16 op, u16 0, u32 loc, u32 cache, i32 iattr, f32 fattr, u32 kernel,
         // u32 operands[10]
 constexpr uint64_t kPrepareHeaderBytes = 16; // i64 prepared bytes, i64 0
+constexpr uint64_t kRopeTableBytes =
+    64; // u32 buffer, u32 0, f64 theta, f64 factor, i64 original max
+        // position, f64 beta_fast, f64 beta_slow, f64 mscale,
+        // f64 mscale_all_dim
 constexpr uint64_t kKernelBytes =
     24; // u32 name, u32 ptx (strings), u16 op, u16 0, u32 block_threads,
         // u32 tokens_per_block, u32 0

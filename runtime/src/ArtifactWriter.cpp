@@ -22,6 +22,11 @@ public:
   void i64(int64_t v) { put(uint64_t(v), 8); }
   void u64(uint64_t v) { put(v, 8); }
   void f32(float v) { u32(floatBits(v)); }
+  void f64(double v) {
+    uint64_t bits = 0;
+    std::memcpy(&bits, &v, 8);
+    u64(bits);
+  }
   void raw(const void *p, size_t n) {
     const uint8_t *b = static_cast<const uint8_t *>(p);
     out_.insert(out_.end(), b, b + n);
@@ -116,6 +121,16 @@ uint32_t ArtifactWriter::addBuffer(const std::string &name, BufferRole role,
 uint32_t ArtifactWriter::addBuffer(const BufferDecl &decl) {
   buffers_.push_back(decl);
   return uint32_t(buffers_.size() - 1);
+}
+
+void ArtifactWriter::setRopeTable(uint32_t buffer,
+                                  const RopeTableParams &params) {
+  for (RopeTableDecl &t : ropeTables_)
+    if (t.buffer == buffer) {
+      t.params = params;
+      return;
+    }
+  ropeTables_.push_back({buffer, params});
 }
 
 uint32_t ArtifactWriter::addCache(const std::string &name,
@@ -365,7 +380,7 @@ std::vector<uint8_t> ArtifactWriter::serialize() const {
   b.u64(0); // checksum, patched below
   const bool hasPrepare = preparedBytes_ > 0 || !prepareInstructions_.empty();
   b.u32(mlaa::kNumRequiredSections + (kernels_.empty() ? 0 : 1) +
-        (hasPrepare ? 1 : 0));
+        (hasPrepare ? 1 : 0) + (ropeTables_.empty() ? 0 : 1));
   b.u32(0); // flags
 
   {
@@ -468,6 +483,21 @@ std::vector<uint8_t> ArtifactWriter::serialize() const {
     b.i64(0);
     for (size_t i = 0; i < prepareInstructions_.size(); ++i)
       instruction(prepareInstructions_[i], prepareLocations[i]);
+  }
+
+  if (!ropeTables_.empty()) {
+    SectionScope s(b, mlaa::kSectionRopeTables, uint32_t(ropeTables_.size()));
+    for (const RopeTableDecl &t : ropeTables_) {
+      b.u32(t.buffer);
+      b.u32(0);
+      b.f64(t.params.theta);
+      b.f64(t.params.factor);
+      b.i64(t.params.originalMaxPosition);
+      b.f64(t.params.betaFast);
+      b.f64(t.params.betaSlow);
+      b.f64(t.params.mscale);
+      b.f64(t.params.mscaleAllDim);
+    }
   }
 
   b.patchU64(mlaa::kOffTotalLength, uint64_t(b.size()));

@@ -473,9 +473,10 @@ TEST(Artifact, RejectsBadSectionFraming) {
     EXPECT_EQ(loadStatus(c).code(), StatusCode::DataLoss);
   }
   {
-    // An extension section (kind >= 0x100) is skipped.
+    // An extension section this reader does not know (kind >= 0x100; 0x100
+    // itself is the rope tables) is skipped.
     std::vector<uint8_t> c = b;
-    const uint8_t ext[24] = {0x00, 0x01, 0, 0, 1, 0,   0,   0,   5,   0,  0,
+    const uint8_t ext[24] = {0xFF, 0x01, 0, 0, 1, 0,   0,   0,   5,   0,  0,
                              0,    0,    0, 0, 0, 'h', 'e', 'l', 'l', 'o'};
     c.insert(c.end(), ext, ext + 24);
     putU32(c, mlaa::kOffSectionCount, 7);
@@ -1153,6 +1154,108 @@ TEST(Artifact, CacheScaleBufferRoundTripsAndIsChecked) {
   {
     ArtifactWriter w = smallProgram();
     w.setCacheScale(w.addCache("fp8", fp8), 99);
+    expectInvalid(w, "out of range");
+  }
+}
+
+// A rope table record (the extension section) round trips field for field
+// and is checked: one per buffer, a [max_position, even rope] f32 input or
+// weight, parameters ropeCosSinTable accepts.
+TEST(Artifact, RopeTableRecordRoundTripsAndIsChecked) {
+  RopeTableParams yarn;
+  yarn.theta = 50000.0;
+  yarn.factor = 40.0;
+  yarn.originalMaxPosition = 4096;
+  yarn.betaFast = 16.0;
+  yarn.betaSlow = 2.0;
+  yarn.mscale = 0.707;
+  yarn.mscaleAllDim = 0.5;
+  {
+    ArtifactWriter w = smallProgram();
+    const uint32_t table =
+        w.addBuffer("cos_sin_cache", BufferRole::Weight, DType::F32, {32, 8});
+    w.setRopeTable(table, yarn);
+    StatusOr<std::vector<uint8_t>> b = w.finish();
+    ASSERT_TRUE(b.ok()) << b.status().toString();
+    StatusOr<Artifact> a = Artifact::load(b->data(), b->size());
+    ASSERT_TRUE(a.ok()) << a.status().toString();
+    ASSERT_EQ(a->ropeTables().size(), 1u);
+    EXPECT_EQ(a->ropeTables()[0].buffer, table);
+    const RopeTableParams *p = a->ropeTableOf(table);
+    ASSERT_NE(p, nullptr);
+    EXPECT_EQ(p->theta, yarn.theta);
+    EXPECT_EQ(p->factor, yarn.factor);
+    EXPECT_EQ(p->originalMaxPosition, yarn.originalMaxPosition);
+    EXPECT_EQ(p->betaFast, yarn.betaFast);
+    EXPECT_EQ(p->betaSlow, yarn.betaSlow);
+    EXPECT_EQ(p->mscale, yarn.mscale);
+    EXPECT_EQ(p->mscaleAllDim, yarn.mscaleAllDim);
+    EXPECT_EQ(a->ropeTableOf(0), nullptr);
+  }
+  struct Bad {
+    const char *what;
+    DType dtype;
+    std::initializer_list<int64_t> shape;
+    BufferRole role;
+    RopeTableParams params;
+    const char *fragment;
+  };
+  RopeTableParams badTheta;
+  badTheta.theta = 0.5;
+  RopeTableParams noContext = yarn;
+  noContext.originalMaxPosition = 0;
+  for (const Bad &bad : {Bad{"f16 table",
+                             DType::F16,
+                             {32, 8},
+                             BufferRole::Weight,
+                             yarn,
+                             "[max_position, rope] f32"},
+                         Bad{"odd rope",
+                             DType::F32,
+                             {32, 7},
+                             BufferRole::Weight,
+                             yarn,
+                             "even rope dim"},
+                         Bad{"1-d table",
+                             DType::F32,
+                             {32},
+                             BufferRole::Weight,
+                             yarn,
+                             "[max_position, rope] f32"},
+                         Bad{"output table",
+                             DType::F32,
+                             {32, 8},
+                             BufferRole::Output,
+                             yarn,
+                             "input or weight"},
+                         Bad{"theta",
+                             DType::F32,
+                             {32, 8},
+                             BufferRole::Weight,
+                             badTheta,
+                             "theta must be"},
+                         Bad{"no context",
+                             DType::F32,
+                             {32, 8},
+                             BufferRole::Weight,
+                             noContext,
+                             "original_max_position > 0"}}) {
+    SCOPED_TRACE(bad.what);
+    ArtifactWriter w = smallProgram();
+    BufferDecl d;
+    d.name = "cos_sin_cache";
+    d.role = bad.role;
+    d.dtype = bad.dtype;
+    d.rank = int(bad.shape.size());
+    int i = 0;
+    for (int64_t size : bad.shape)
+      d.sizes[i++] = size;
+    w.setRopeTable(w.addBuffer(d), bad.params);
+    expectInvalid(w, bad.fragment);
+  }
+  {
+    ArtifactWriter w = smallProgram();
+    w.setRopeTable(99, yarn);
     expectInvalid(w, "out of range");
   }
 }

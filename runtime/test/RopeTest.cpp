@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <tuple>
@@ -145,4 +146,97 @@ TEST(RopeCosSinTable, CosThenSinPerPosition) {
     EXPECT_FLOAT_EQ(t[size_t(p * rope + 3)], float(std::cos(last)));
     EXPECT_FLOAT_EQ(t[size_t(p * rope + 7)], float(std::sin(last)));
   }
+}
+
+namespace {
+/// DeepSeek-V2-Lite's rope_scaling (YaRN by 40 from 4096 positions).
+RopeTableParams v2LiteYarn() {
+  RopeTableParams p;
+  p.factor = 40.0;
+  p.originalMaxPosition = 4096;
+  p.mscale = 0.707;
+  p.mscaleAllDim = 0.707;
+  return p;
+}
+
+/// The frequency of pair i read back from the table's row 1 (angle = f_i).
+double frequencyOf(const std::vector<float> &t, int64_t rope, int64_t i) {
+  return std::atan2(double(t[size_t(rope + rope / 2 + i)]),
+                    double(t[size_t(rope + i)]));
+}
+} // namespace
+
+// Factor 1 is plain rope whatever the YaRN fields say.
+TEST(RopeCosSinTable, FactorOneIsPlainRope) {
+  RopeTableParams p = v2LiteYarn();
+  p.factor = 1.0;
+  p.theta = 5000.0;
+  StatusOr<std::vector<float>> yarn = ropeCosSinTable(40, 64, p);
+  ASSERT_TRUE(yarn.ok()) << yarn.status().toString();
+  EXPECT_EQ(*yarn, ropeCosSinTable(40, 64, 5000.0));
+}
+
+// YaRN keeps the fast pairs' frequencies, divides the slow pairs' by the
+// factor and ramps between DeepSeek's correction dims (for V2-Lite's
+// parameters: floor(10.2) = 10 and ceil(22.9) = 23 of rope 64).
+TEST(RopeCosSinTable, YarnBlendsFrequenciesBetweenCorrectionDims) {
+  const int64_t rope = 64;
+  StatusOr<std::vector<float>> t = ropeCosSinTable(2, rope, v2LiteYarn());
+  ASSERT_TRUE(t.ok()) << t.status().toString();
+  const double low = 10.0, high = 23.0;
+  for (int64_t i = 0; i < rope / 2; ++i) {
+    SCOPED_TRACE(i);
+    const double plain = std::pow(10000.0, -2.0 * double(i) / double(rope));
+    const double ramp = std::clamp((double(i) - low) / (high - low), 0.0, 1.0);
+    const double expected = plain / 40.0 * ramp + plain * (1.0 - ramp);
+    EXPECT_NEAR(frequencyOf(*t, rope, i), expected, 1e-6 * plain + 1e-9);
+  }
+  // mscale == mscale_all_dim: unit amplitude at position 0.
+  EXPECT_EQ((*t)[0], 1.0f);
+}
+
+// The amplitude is mscale(factor, mscale) / mscale(factor, mscale_all_dim).
+TEST(RopeCosSinTable, YarnAmplitudeIsTheMscaleRatio) {
+  RopeTableParams p = v2LiteYarn();
+  p.mscale = 1.0;
+  p.mscaleAllDim = 0.0;
+  StatusOr<std::vector<float>> t = ropeCosSinTable(3, 8, p);
+  ASSERT_TRUE(t.ok()) << t.status().toString();
+  const double amplitude = 0.1 * std::log(40.0) + 1.0;
+  for (int64_t pos = 0; pos < 3; ++pos)
+    for (int64_t i = 0; i < 4; ++i) {
+      const double c = (*t)[size_t(pos * 8 + i)],
+                   s = (*t)[size_t(pos * 8 + 4 + i)];
+      EXPECT_NEAR(std::sqrt(c * c + s * s), amplitude, 1e-6);
+    }
+}
+
+TEST(RopeCosSinTable, BadParametersAreErrors) {
+  auto code = [](int64_t maxPos, int64_t rope, RopeTableParams p) {
+    return ropeCosSinTable(maxPos, rope, p).status().code();
+  };
+  RopeTableParams ok = v2LiteYarn();
+  EXPECT_EQ(code(4, 64, ok), StatusCode::Ok);
+  EXPECT_EQ(code(4, 63, ok), StatusCode::InvalidArgument);
+  EXPECT_EQ(code(4, 0, ok), StatusCode::InvalidArgument);
+  EXPECT_EQ(code(-1, 64, ok), StatusCode::InvalidArgument);
+  EXPECT_EQ(code(int64_t(1) << 40, 64, ok), StatusCode::InvalidArgument);
+  RopeTableParams p = ok;
+  p.theta = 1.0;
+  EXPECT_EQ(code(4, 64, p), StatusCode::InvalidArgument);
+  p = ok;
+  p.factor = 0.5;
+  EXPECT_EQ(code(4, 64, p), StatusCode::InvalidArgument);
+  p = ok;
+  p.originalMaxPosition = 0;
+  EXPECT_EQ(code(4, 64, p), StatusCode::InvalidArgument);
+  p = ok;
+  p.betaFast = 0.5;
+  EXPECT_EQ(code(4, 64, p), StatusCode::InvalidArgument);
+  p = ok;
+  p.mscale = std::nan("");
+  EXPECT_EQ(code(4, 64, p), StatusCode::InvalidArgument);
+  p = ok;
+  p.mscaleAllDim = -1.0 / (0.1 * std::log(40.0));
+  EXPECT_EQ(code(4, 64, p), StatusCode::InvalidArgument);
 }

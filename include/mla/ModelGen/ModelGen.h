@@ -32,12 +32,18 @@ class FuncOp;
 namespace mla {
 namespace gen {
 
-/// YaRN rope scaling as DeepSeek configures it. Only the parts that change
-/// the attention graph (the softmax scale) are kept: the cos/sin table is a
-/// caller-provided argument.
+/// YaRN rope scaling as DeepSeek configures it (`rope_scaling` of type
+/// `yarn`, Hugging Face's `DeepseekV2YarnRotaryEmbedding`; the defaults are
+/// its defaults). `mscaleAllDim` changes the attention graph (the softmax
+/// scale); the rest changes the cos/sin table, which the step records as
+/// `#mla.rope_table` on its `cos_sin_cache` argument.
 struct RopeScaling {
   double factor = 1.0;
   double mscaleAllDim = 0.0;
+  int64_t originalMaxPosition = 4096;
+  double betaFast = 32.0;
+  double betaSlow = 1.0;
+  double mscale = 1.0;
 };
 
 /// The attention-relevant part of a DeepSeek-V2/V3 model configuration, in
@@ -54,6 +60,8 @@ struct ModelConfig {
   int64_t vHeadDim = 0;
   int64_t numLayers = 0;
   double rmsNormEps = 1e-6;
+  /// `rope_theta`, the rotary base.
+  double ropeTheta = 10000.0;
   std::optional<RopeScaling> ropeScaling;
 
   /// Head dim of q and k: nope + rope.

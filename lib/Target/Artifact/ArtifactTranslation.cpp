@@ -22,6 +22,7 @@
 //===----------------------------------------------------------------------===//
 #include "mla/Target/ArtifactTranslation.h"
 
+#include "mla/Dialect/MLA/IR/MLAAttrs.h"
 #include "mla/Dialect/MLA/IR/MLADialect.h"
 #include "mla/Dialect/MLA/IR/MLAOps.h"
 #include "mla/InitAll.h"
@@ -419,6 +420,19 @@ FailureOr<uint32_t> Translator::kernelOf(Operation *op, mlart::Opcode opcode) {
   return id;
 }
 
+/// The runtime's form of `#mla.rope_table` (field for field).
+static mlart::RopeTableParams toRopeTableParams(RopeTableAttr attr) {
+  mlart::RopeTableParams p;
+  p.theta = attr.getTheta().convertToDouble();
+  p.factor = attr.getFactor().convertToDouble();
+  p.originalMaxPosition = attr.getOriginalMaxPosition();
+  p.betaFast = attr.getBetaFast().convertToDouble();
+  p.betaSlow = attr.getBetaSlow().convertToDouble();
+  p.mscale = attr.getMscale().convertToDouble();
+  p.mscaleAllDim = attr.getMscaleAllDim().convertToDouble();
+  return p;
+}
+
 LogicalResult Translator::declareArguments() {
   for (BlockArgument arg : func.getArguments()) {
     unsigned i = arg.getArgNumber();
@@ -468,6 +482,9 @@ LogicalResult Translator::declareArguments() {
                     ? mlart::BufferRole::Input
                     : mlart::BufferRole::Weight;
     uint32_t buffer = writer.addBuffer(decl);
+    if (auto rope = func.getArgAttrOfType<RopeTableAttr>(
+            i, MLADialect::getRopeTableAttrName()))
+      writer.setRopeTable(buffer, toRopeTableParams(rope));
     if (decl.role == mlart::BufferRole::Weight)
       weightValues.insert(arg);
     PendingView view;

@@ -7,6 +7,7 @@
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/Tools/mlir-translate/Translation.h"
 #include "llvm/Support/Format.h"
+#include "llvm/Support/FormatVariadic.h"
 
 #include <sstream>
 
@@ -42,6 +43,18 @@ void printListing(const mlart::Artifact &artifact, raw_ostream &os) {
        << " rope " << cache.desc.ropeDim;
     if (cache.scaleBuffer != mlart::kNoIndex)
       os << " scale buffer" << cache.scaleBuffer;
+    os << "\n";
+  }
+  for (const mlart::RopeTableDecl &table : artifact.ropeTables()) {
+    const mlart::RopeTableParams &p = table.params;
+    os << "rope_table buffer" << table.buffer << " theta "
+       << llvm::format("%g", p.theta);
+    if (p.isYarn())
+      os << llvm::format(" yarn factor %g original_max_position %lld "
+                         "beta_fast %g beta_slow %g mscale %g "
+                         "mscale_all_dim %g",
+                         p.factor, (long long)p.originalMaxPosition, p.betaFast,
+                         p.betaSlow, p.mscale, p.mscaleAllDim);
     os << "\n";
   }
   auto printView = [&](uint32_t index) {

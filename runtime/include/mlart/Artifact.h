@@ -17,6 +17,7 @@
 #include "mlart/KVCacheLayout.h"
 #include "mlart/Kernels.h"
 #include "mlart/Opcode.h"
+#include "mlart/RopeTable.h"
 #include "mlart/StatusOr.h"
 #include "mlart/TensorRef.h"
 
@@ -74,6 +75,14 @@ struct CacheDecl {
   /// needs neither a recompile nor a rebind). kNoIndex: the bound cache's
   /// own scale (KVCacheRef::scale or scaleTensor).
   uint32_t scaleBuffer = kNoIndex;
+};
+
+/// How a rope table argument's values are computed (the compiler's
+/// `#mla.rope_table`): what a runner fills when the caller gives no table.
+struct RopeTableDecl {
+  /// Index of a [max_position, rope] f32 input or weight buffer.
+  uint32_t buffer = kNoIndex;
+  RopeTableParams params;
 };
 
 /// What a view reads or writes: a declared buffer, the scratch arena, or
@@ -177,6 +186,11 @@ public:
   /// instruction uses the kernel library).
   const std::vector<CodegenModule> &modules() const { return modules_; }
   const std::vector<CodegenKernel> &kernels() const { return kernels_; }
+  /// How the rope table arguments are computed, at most one record per
+  /// buffer (empty for artifacts whose compiler recorded none).
+  const std::vector<RopeTableDecl> &ropeTables() const { return ropeTables_; }
+  /// The parameters of buffer `buffer`'s rope table, or null.
+  const RopeTableParams *ropeTableOf(uint32_t buffer) const;
 
   /// Index of the buffer / cache called `name`, or -1.
   int findBuffer(const std::string &name) const;
@@ -197,6 +211,7 @@ private:
   std::vector<Instruction> prepareInstructions_;
   std::vector<CodegenModule> modules_;
   std::vector<CodegenKernel> kernels_;
+  std::vector<RopeTableDecl> ropeTables_;
 };
 
 /// FNV-1a 64 of `size` bytes: the MLAA checksum.

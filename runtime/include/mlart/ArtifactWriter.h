@@ -45,6 +45,10 @@ public:
     caches_[cache].scaleBuffer = buffer;
   }
 
+  /// Records how buffer `buffer`'s rope table is computed
+  /// (Artifact::ropeTables); a later call for the same buffer replaces it.
+  void setRopeTable(uint32_t buffer, const RopeTableParams &params);
+
   /// Reserves `bytes` of the scratch arena at an `alignment`-aligned offset
   /// (a bump allocator for compilers without their own planner); returns the
   /// offset. setArenaBytes overrides the total for planned layouts.
@@ -179,6 +183,7 @@ private:
     uint32_t blockThreads, tokensPerBlock;
   };
   std::vector<KernelDecl> kernels_;
+  std::vector<RopeTableDecl> ropeTables_;
 };
 
 /// Writes `bytes` to `path` (for tools and tests).

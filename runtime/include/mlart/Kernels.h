@@ -11,6 +11,7 @@
 #define MLART_KERNELS_H
 
 #include "mlart/KVCacheLayout.h"
+#include "mlart/RopeTable.h"
 #include "mlart/Status.h"
 #include "mlart/TensorRef.h"
 
@@ -92,12 +93,6 @@ struct RopeArgs {
   TensorRef cosSin;
   RopeStyle style = RopeStyle::NeoX;
 };
-
-/// The cosSin table the rope kernels read, for positions [0, maxPos):
-/// row p holds cos(p·f_i) for i < rope/2, then sin(p·f_i), with the inverse
-/// frequencies f_i = base^(-2i/rope) (what an engine precomputes once).
-std::vector<float> ropeCosSinTable(int64_t maxPos, int64_t rope,
-                                   double base = 10000.0);
 
 /// Fused rope + cache update: rotates kPe (and qPe if present) by positions,
 /// then writes concat(kvC, rotated kPe) like CacheUpdateArgs. qPe [T, Hq, rope]

@@ -105,20 +105,3 @@ const float *cosSinRow(const TensorRef &cosSin, const TensorRef &positions,
 }
 
 } // namespace mlart::cpu
-
-namespace mlart {
-
-std::vector<float> ropeCosSinTable(int64_t maxPos, int64_t rope, double base) {
-  std::vector<float> table(size_t(maxPos * rope));
-  const int64_t half = rope / 2;
-  for (int64_t p = 0; p < maxPos; ++p)
-    for (int64_t i = 0; i < half; ++i) {
-      const double angle =
-          double(p) * std::pow(base, -2.0 * double(i) / double(rope));
-      table[size_t(p * rope + i)] = float(std::cos(angle));
-      table[size_t(p * rope + half + i)] = float(std::sin(angle));
-    }
-  return table;
-}
-
-} // namespace mlart

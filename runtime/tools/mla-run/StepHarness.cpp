@@ -17,6 +17,22 @@ namespace {
 /// unit variance then span a few dozen fp8 steps; 1 would hide a kernel
 /// that forgot the scale.
 constexpr float kDefaultCacheScale = 0.05f;
+
+/// How to fill weight `name` if it is a rope table: the artifact's record
+/// for it, else (an artifact whose compiler recorded none) plain base-10000
+/// rope for a 2-D buffer named like vLLM's cos_sin_cache. Null otherwise.
+const RopeTableParams *ropeTableParams(const Artifact &artifact,
+                                       const std::string &name,
+                                       const BufferDecl &decl) {
+  static const RopeTableParams kPlain;
+  const int index = artifact.findBuffer(name);
+  if (index >= 0)
+    if (const RopeTableParams *recorded = artifact.ropeTableOf(uint32_t(index)))
+      return recorded;
+  if (name.find("cos_sin") != std::string::npos && decl.rank == 2)
+    return &kPlain;
+  return nullptr;
+}
 } // namespace
 
 Status Harness::loadBoundInputs() {
@@ -270,11 +286,12 @@ Status Harness::setUp(const Artifact &artifact) {
     if (t.decl.role == BufferRole::Weight) {
       if (cacheScales.count(name)) {
         storeFromFloat(t.host.data(), t.decl.dtype, 0, kDefaultCacheScale);
-      } else if (name.find("cos_sin") != std::string::npos &&
-                 t.decl.rank == 2) {
-        // A real rotary table, base 10000: cos then sin halves.
-        const std::vector<float> table =
-            ropeCosSinTable(t.decl.sizes[0], t.decl.sizes[1]);
+      } else if (const RopeTableParams *rope =
+                     ropeTableParams(artifact, name, t.decl)) {
+        // The table the model expects: plain or YaRN rope, cos then sin.
+        MLART_ASSIGN_OR_RETURN(
+            const std::vector<float> table,
+            ropeCosSinTable(t.decl.sizes[0], t.decl.sizes[1], *rope));
         for (size_t i = 0; i < table.size(); ++i)
           storeFromFloat(t.host.data(), t.decl.dtype, i, table[i]);
       } else if (name.find("norm") != std::string::npos || t.decl.rank == 1) {

@@ -85,6 +85,31 @@ func.func private @noalias_not_unit(!mla.kv_cache<?x16xbf16> {mla.noalias = 0 : 
 
 // -----
 
+// expected-error @+1 {{'mla.rope_table' is only valid on a [max_position, rope] f32 argument with an even rope dim, argument #0 is 'tensor<64x63xf32>'}}
+func.func private @rope_table_odd(tensor<64x63xf32> {mla.rope_table = #mla.rope_table<>})
+
+// -----
+
+// expected-error @+1 {{'mla.rope_table' must be a #mla.rope_table attribute}}
+func.func private @rope_table_not_attr(tensor<64x64xf32> {mla.rope_table = 1 : i32})
+
+// -----
+
+// expected-error @+1 {{rope_table: factor > 1 (YaRN) needs original_max_position > 0}}
+func.func private @rope_table_yarn_no_context(tensor<64x64xf32> {mla.rope_table = #mla.rope_table<factor = 4.0>})
+
+// -----
+
+// expected-error @+1 {{rope_table: theta must be a finite number > 1, got 0}}
+func.func private @rope_table_theta(tensor<64x64xf32> {mla.rope_table = #mla.rope_table<theta = 0.0>})
+
+// -----
+
+// expected-error @+1 {{rope_table: YaRN needs beta_fast > beta_slow > 0, got 1}}
+func.func private @rope_table_beta(tensor<64x64xf32> {mla.rope_table = #mla.rope_table<factor = 4.0, original_max_position = 64, beta_fast = 1.0, beta_slow = 2.0>})
+
+// -----
+
 // expected-error @+1 {{unknown mla attribute 'mla.bogus'}}
 func.func private @unknown_attr() attributes {mla.bogus}
 

@@ -193,3 +193,14 @@ func.func @rope_update_latent_norm(%kv_c: tensor<4x512xbf16>, %k_pe: tensor<4x64
         rotated_q tensor<4x16x64xbf16>
   return %q : tensor<4x16x64xbf16>
 }
+
+// -----
+
+// #mla.rope_table prints only the fields that differ from their defaults;
+// the fields may come in any order.
+// CHECK-LABEL: func.func private @rope_tables
+// CHECK-SAME: mla.rope_table = #mla.rope_table<>
+// CHECK-SAME: mla.rope_table = #mla.rope_table<theta = 5.000000e+04, factor = 4.000000e+01, original_max_position = 4096, beta_fast = 1.600000e+01, beta_slow = 2.000000e+00, mscale = 7.070000e-01, mscale_all_dim = 5.000000e-01>
+func.func private @rope_tables(
+    tensor<64x64xf32> {mla.rope_table = #mla.rope_table<theta = 10000.0>},
+    tensor<64x64xf32> {mla.rope_table = #mla.rope_table<mscale_all_dim = 0.5, theta = 50000.0, factor = 40.0, original_max_position = 4096, beta_fast = 16.0, beta_slow = 2.0, mscale = 0.707>})

@@ -1,5 +1,6 @@
 //===- MLADialect.cpp - Dialect registration and discardable attributes ---===//
 #include "mla/Dialect/MLA/IR/MLADialect.h"
+#include "mla/Dialect/MLA/IR/MLAAttrs.h"
 #include "mla/Dialect/MLA/IR/MLAOps.h"
 #include "mla/Dialect/MLA/IR/MLATypes.h"
 
@@ -19,6 +20,7 @@ void MLADialect::initialize() {
 #include "mla/Dialect/MLA/IR/MLAOps.cpp.inc"
       >();
   registerTypes();
+  registerAttributes();
 }
 
 LogicalResult MLADialect::verifyOperationAttribute(Operation *op,
@@ -71,6 +73,31 @@ static LogicalResult verifyNameAttr(Operation *op, NamedAttribute attr) {
   return success();
 }
 
+/// `mla.rope_table` describes a `[max_position, rope]` f32 table (tensor or
+/// memref) of a function argument, with an even rope dim.
+static LogicalResult verifyRopeTableAttr(Operation *op, unsigned argIndex,
+                                         NamedAttribute attr) {
+  StringRef name = MLADialect::getRopeTableAttrName();
+  if (!isa<RopeTableAttr>(attr.getValue()))
+    return op->emitError() << "'" << name
+                           << "' must be a #mla.rope_table attribute";
+  auto func = dyn_cast<FunctionOpInterface>(op);
+  if (!func)
+    return op->emitError() << "'" << name
+                           << "' is only valid on function arguments";
+  Type argType = func.getArgumentTypes()[argIndex];
+  auto shaped = dyn_cast<ShapedType>(argType);
+  if (!shaped || !shaped.hasRank() || shaped.getRank() != 2 ||
+      !shaped.getElementType().isF32() ||
+      ShapedType::isDynamic(shaped.getDimSize(1)) ||
+      shaped.getDimSize(1) % 2 != 0)
+    return op->emitError() << "'" << name
+                           << "' is only valid on a [max_position, rope] f32 "
+                              "argument with an even rope dim, argument #"
+                           << argIndex << " is " << argType;
+  return success();
+}
+
 LogicalResult MLADialect::verifyRegionResultAttribute(Operation *op,
                                                       unsigned regionIndex,
                                                       unsigned resultIndex,
@@ -104,6 +131,8 @@ LogicalResult MLADialect::verifyRegionArgAttribute(Operation *op,
   }
   if (attr.getName() == getNameAttrName())
     return verifyNameAttr(op, attr);
+  if (attr.getName() == getRopeTableAttrName())
+    return verifyRopeTableAttr(op, argIndex, attr);
   return op->emitError() << "unknown mla argument attribute '"
                          << attr.getName().getValue() << "'";
 }

@@ -10,8 +10,10 @@ or float8: uint16 and uint8 arrays carry their bits. See docs/python.md.
 from ._mlart import (Artifact, BufferInfo, CacheInfo, Device, Error, Executor,
                      InstructionInfo, __version__)
 from .buckets import DecodeBuckets, PrefillBuckets
+from .rope import default_cos_sin, rope_cos_sin_table
 from .weights import absorb, bind_weights, split_kv_b_proj
 
 __all__ = ["Artifact", "BufferInfo", "CacheInfo", "DecodeBuckets", "Device",
            "Error", "Executor", "InstructionInfo", "PrefillBuckets", "absorb",
-           "bind_weights", "split_kv_b_proj"]
+           "bind_weights", "default_cos_sin", "rope_cos_sin_table",
+           "split_kv_b_proj"]

@@ -36,14 +36,21 @@ def MLA_Dialect : Dialect {
       storage with any other cache argument of the same function.
     - `mla.name = "..."` on a function argument or result names the buffer
       the runtime binds to it (weights, caches, step metadata).
+    - `mla.rope_table = #mla.rope_table<...>` on a `[max_position, rope]`
+      f32 function argument says how its cos/sin table is computed (plain
+      or YaRN-scaled rope), so that a runner can fill it when the caller
+      does not.
   }];
   let useDefaultTypePrinterParser = 1;
+  let useDefaultAttributePrinterParser = 1;
   let hasOperationAttrVerify = 1;
   let hasRegionArgAttrVerify = 1;
   let hasRegionResultAttrVerify = 1;
   let extraClassDeclaration = [{
     /// Registers the types of MLATypes.td (where their storage is complete).
     void registerTypes();
+    /// Registers the attributes of MLAAttrs.td.
+    void registerAttributes();
 
     /// Unit attribute on a function: a dummy / profile run.
     static constexpr ::llvm::StringLiteral getDummyRunAttrName() {
@@ -57,6 +64,11 @@ def MLA_Dialect : Dialect {
     /// runtime binds a caller buffer by (weights, caches, step data).
     static constexpr ::llvm::StringLiteral getNameAttrName() {
       return ::llvm::StringLiteral("mla.name");
+    }
+    /// `#mla.rope_table` on a 2-D f32 function argument: how its cos/sin
+    /// table is computed, recorded in the artifact for runners that fill it.
+    static constexpr ::llvm::StringLiteral getRopeTableAttrName() {
+      return ::llvm::StringLiteral("mla.rope_table");
     }
     /// Dictionary attribute on a cache-write op: the compiler-generated
     /// kernel that implements it (`symbol`, `block_threads`,

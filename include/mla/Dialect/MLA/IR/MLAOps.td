@@ -9,6 +9,7 @@
 #define MLA_OPS_TD
 
 include "mla/Dialect/MLA/IR/MLABase.td"
+include "mla/Dialect/MLA/IR/MLAAttrs.td"
 include "mla/Dialect/MLA/IR/MLATypes.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
 
