@@ -39,6 +39,11 @@ compile "$tmp/l27.mlir" "$out/l27.ref.mlaa" "$unopt"
 gen --layers=1 --batch=64 --max-blocks-per-seq=65 --max-position=8192 -o "$tmp/b64.mlir"
 compile "$tmp/b64.mlir" "$out/b64.cg.mlaa" "kernels=codegen"
 compile "$tmp/b64.mlir" "$out/b64.lib.mlaa" "kernels=library"
+# The same step with the update folded into the decode (one launch stores
+# and attends), and its pair without the fold; the rope stays separate in
+# both (the fold takes a plain update).
+compile "$tmp/b64.mlir" "$out/b64.norope.mlaa" "kernels=codegen fuse-rope=false"
+compile "$tmp/b64.mlir" "$out/b64.fused.mlaa" "kernels=codegen fuse-rope=false fuse-into-attention=true"
 # Prefill (chunked, with cached context: --context on the GPU machine).
 compilePrefill() { # compilePrefill IN.mlir OUT.mlaa
   "$bin/mla-opt" "$1" -mla-prefill-pipeline="target=cuda-sm90" |

@@ -220,6 +220,7 @@ struct BenchDecode {
   int64_t B, H, L, perSeq;
   static constexpr int64_t bs = 64;
   Buffer cacheBuf, table, lens, q, out, lse;
+  std::vector<int32_t> tableHost;
   KVCacheRef cache;
   double tokens; ///< all sequences' lengths: B * L unless setLengths
 
@@ -235,6 +236,7 @@ struct BenchDecode {
     std::iota(ids.begin(), ids.end(), 1);
     std::shuffle(ids.begin(), ids.end(), rng);
     table = upload(ids);
+    tableHost = ids;
     lens = upload(std::vector<int32_t>(size_t(B), int32_t(L)));
     q = randomBf16(size_t(B * H * 576), rng);
     out = alloc(size_t(B * H * 512 * 2));
@@ -263,6 +265,16 @@ struct BenchDecode {
     a.lse = ten(lse.data(), DType::F32, {B, H});
     a.numSplits = splits;
     return a;
+  }
+  /// The slots of each sequence's last position (L - 1): where a decode
+  /// step stores its new rows.
+  std::vector<int32_t> lastSlots() const {
+    std::vector<int32_t> slots;
+    for (int64_t b = 0; b < B; ++b)
+      slots.push_back(tableHost[size_t(b * perSeq + (L - 1) / bs)] *
+                          int32_t(bs) +
+                      int32_t((L - 1) % bs));
+    return slots;
   }
   /// Bytes and FLOPs as FlashMLA counts them.
   double bytes() const {
@@ -1132,6 +1144,49 @@ int runMain(int argc, char **argv) {
       double ms = graphMs(fn, 10, 10);
       add("decode step-shape", "B=64 L=4096 s=" + std::to_string(splits), ms,
           d.bytes(), d.flops(), call);
+    }
+  }
+
+  // decode_attention_with_update at the step shape and the decode grid:
+  // the step's rows stored by cacheUpdate's own launch before the decode
+  // (MLART_DECODE_STEP_WRITE=0), or inside the decode launch (=1).
+  if (!cacheOnly) {
+    struct Shape {
+      int64_t B, L, perSeq;
+    };
+    for (const Shape &s :
+         {Shape{64, 4096, 65}, Shape{1, 1024, 16}, Shape{32, 1024, 16},
+          Shape{128, 1024, 16}, Shape{1, 8192, 128}, Shape{32, 8192, 128},
+          Shape{128, 8192, 128}}) {
+      const BenchDecode d(s.B, 16, s.L, s.perSeq, rng);
+      Buffer kv = randomBf16(size_t(s.B * 512), rng),
+             kp = randomBf16(size_t(s.B * 64), rng),
+             slots = upload(d.lastSlots());
+      const DecodeAttentionArgs a = d.args(0);
+      DecodeAttentionWithUpdateArgs f;
+      f.kvC = ten(kv.data(), DType::BF16, {s.B, 512});
+      f.kPe = ten(kp.data(), DType::BF16, {s.B, 64});
+      f.slotMapping = ten(slots.data(), DType::I32, {s.B});
+      f.q = a.q;
+      f.cache = a.cache;
+      f.blockTable = a.blockTable;
+      f.seqLens = a.seqLens;
+      f.softmaxScale = a.softmaxScale;
+      f.out = a.out;
+      f.lse = a.lse;
+      for (int oneLaunch : {0, 1}) {
+        cuda::setKnobOverride(cuda::Knob::DecodeStepWrite, oneLaunch);
+        auto fn = [&] { CHECK(k.decodeAttentionWithUpdate(f, gStream)); };
+        const double call = timeMs(fn, 20);
+        double ms = graphMs(fn, 10, 10);
+        if (std::isnan(ms))
+          ms = call;
+        add(oneLaunch ? "decode+update [one launch]"
+                      : "decode+update [two launches]",
+            "H=16 B=" + std::to_string(s.B) + " L=" + std::to_string(s.L), ms,
+            d.bytes() + double(s.B) * 1152 * 2, d.flops(), call);
+      }
+      cuda::setKnobOverride(cuda::Knob::DecodeStepWrite, std::nullopt);
     }
   }
 

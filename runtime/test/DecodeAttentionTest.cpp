@@ -360,23 +360,34 @@ TEST(DecodeAttention, RejectsInvalidArgumentsWithoutWriting) {
 namespace {
 
 /// One decode step's new rows: token b is the last position of sequence b
-/// (seqLens already counts it), written through slot_mapping.
+/// (seqLens already counts it), written through slot_mapping. With
+/// `extra`, four more tokens: one rewrites a middle row of the last
+/// sequence, two write its first row (the later one wins) and one is
+/// padding (slot -1).
 struct NewTokens {
-  NewTokens(DecodeProblem &p, std::mt19937 &rng) {
+  NewTokens(DecodeProblem &p, std::mt19937 &rng, bool extra = false) {
     const int64_t batch = int64_t(p.lens.size());
     const int64_t bs = p.cache.desc().blockSize;
-    kvC = HostTensor(DType::BF16, {batch, kLatent});
-    kPe = HostTensor(DType::BF16, {batch, kRope});
+    auto slotOf = [&](int64_t b, int32_t pos) {
+      return p.blockTable.getI32(b * p.maxBlocks + pos / bs) * int32_t(bs) +
+             pos % int32_t(bs);
+    };
+    std::vector<int32_t> slots;
+    for (int64_t b = 0; b < batch; ++b)
+      slots.push_back(slotOf(b, p.lens[b] - 1));
+    if (extra) {
+      const int64_t last = batch - 1;
+      slots.push_back(slotOf(last, p.lens[last] / 2));
+      slots.push_back(slotOf(last, 0));
+      slots.push_back(slotOf(last, 0));
+      slots.push_back(-1);
+    }
+    const int64_t tokens = int64_t(slots.size());
+    kvC = HostTensor(DType::BF16, {tokens, kLatent});
+    kPe = HostTensor(DType::BF16, {tokens, kRope});
     kvC.fillUniform(rng);
     kPe.fillUniform(rng);
-    std::vector<int32_t> slots;
-    for (int64_t b = 0; b < batch; ++b) {
-      const int32_t pos = p.lens[b] - 1;
-      slots.push_back(p.blockTable.getI32(b * p.maxBlocks + pos / bs) *
-                          int32_t(bs) +
-                      pos % int32_t(bs));
-    }
-    slotMapping = HostTensor::i32({batch}, slots);
+    slotMapping = HostTensor::i32({tokens}, slots);
   }
 
   DecodeAttentionWithUpdateArgs args(DecodeProblem &p, int numSplits) {
@@ -407,36 +418,38 @@ struct NewTokens {
 TEST(DecodeAttentionWithUpdate, EqualsCacheUpdateThenDecodeAttention) {
   for (CacheLayout layout :
        {CacheLayout::Plain, CacheLayout::Fp8PerTensor, CacheLayout::Fp8DsMla}) {
-    for (int splits : {0, 1, 3}) {
-      SCOPED_TRACE(std::string(cacheLayoutName(layout)) + ", " +
-                   std::to_string(splits) + " splits");
-      const uint32_t seed = 101 + uint32_t(splits);
-      DecodeProblem fused(layout, DType::BF16, 16, 16, {1, 20, 33, 64},
-                          DType::BF16, DType::F32, seed);
-      DecodeProblem twoCalls(layout, DType::BF16, 16, 16, {1, 20, 33, 64},
+    for (int splits : {0, 1, 3})
+      for (bool extra : {false, true}) {
+        SCOPED_TRACE(std::string(cacheLayoutName(layout)) + ", " +
+                     std::to_string(splits) + " splits" +
+                     (extra ? ", rows of other tiles, one slot twice" : ""));
+        const uint32_t seed = 101 + uint32_t(splits);
+        DecodeProblem fused(layout, DType::BF16, 16, 16, {1, 20, 33, 64},
+                            DType::BF16, DType::F32, seed);
+        DecodeProblem twoCalls(layout, DType::BF16, 16, 16, {1, 20, 33, 64},
+                               DType::BF16, DType::F32, seed);
+        std::mt19937 rngA(seed + 1000), rngB(seed + 1000);
+        NewTokens tokA(fused, rngA, extra), tokB(twoCalls, rngB, extra);
+
+        fused.out.poison();
+        fused.lse.poison();
+        Status s = cpu::decodeAttentionWithUpdate(tokA.args(fused, splits));
+        ASSERT_TRUE(s.ok()) << s.toString();
+
+        twoCalls.out.poison();
+        twoCalls.lse.poison();
+        DecodeAttentionWithUpdateArgs b = tokB.args(twoCalls, splits);
+        ASSERT_TRUE(cpu::cacheUpdate(b.update()).ok());
+        ASSERT_TRUE(cpu::decodeAttention(b.attention()).ok());
+
+        EXPECT_EQ(fused.cache.bytes(), twoCalls.cache.bytes());
+        EXPECT_EQ(fused.out.bytes(), twoCalls.out.bytes());
+        EXPECT_EQ(fused.lse.bytes(), twoCalls.lse.bytes());
+        // The write happened: the cache differs from the one before the step.
+        DecodeProblem before(layout, DType::BF16, 16, 16, {1, 20, 33, 64},
                              DType::BF16, DType::F32, seed);
-      std::mt19937 rngA(seed + 1000), rngB(seed + 1000);
-      NewTokens tokA(fused, rngA), tokB(twoCalls, rngB);
-
-      fused.out.poison();
-      fused.lse.poison();
-      Status s = cpu::decodeAttentionWithUpdate(tokA.args(fused, splits));
-      ASSERT_TRUE(s.ok()) << s.toString();
-
-      twoCalls.out.poison();
-      twoCalls.lse.poison();
-      DecodeAttentionWithUpdateArgs b = tokB.args(twoCalls, splits);
-      ASSERT_TRUE(cpu::cacheUpdate(b.update()).ok());
-      ASSERT_TRUE(cpu::decodeAttention(b.attention()).ok());
-
-      EXPECT_EQ(fused.cache.bytes(), twoCalls.cache.bytes());
-      EXPECT_EQ(fused.out.bytes(), twoCalls.out.bytes());
-      EXPECT_EQ(fused.lse.bytes(), twoCalls.lse.bytes());
-      // The write happened: the cache differs from the one before the step.
-      DecodeProblem before(layout, DType::BF16, 16, 16, {1, 20, 33, 64},
-                           DType::BF16, DType::F32, seed);
-      EXPECT_NE(fused.cache.bytes(), before.cache.bytes());
-    }
+        EXPECT_NE(fused.cache.bytes(), before.cache.bytes());
+      }
   }
 }
 

@@ -19,29 +19,47 @@ using namespace mlart::cuda;
 
 namespace {
 
-constexpr Knob kAll[] = {Knob::Pdl,        Knob::DecodeCluster,
-                         Knob::DecodeVariant, Knob::DecodeMany,
-                         Knob::DecodeManyVariant, Knob::SkinnyGemm,
-                         Knob::SkinnyVariant, Knob::GemmLt, Knob::GemmAutotune,
-                         Knob::UpdateKernel, Knob::UpdateUnroll,
-                         Knob::UpdateCtasPerSm, Knob::UpdateEarly,
-                         Knob::UpdateHints, Knob::UpdateStages,
-                         Knob::DecodeBarrier, Knob::DecodeBalance,
-                         Knob::PrefillFlash};
+constexpr Knob kAll[] = {Knob::Pdl,
+                         Knob::DecodeCluster,
+                         Knob::DecodeVariant,
+                         Knob::DecodeMany,
+                         Knob::DecodeManyVariant,
+                         Knob::SkinnyGemm,
+                         Knob::SkinnyVariant,
+                         Knob::GemmLt,
+                         Knob::GemmAutotune,
+                         Knob::UpdateKernel,
+                         Knob::UpdateUnroll,
+                         Knob::UpdateCtasPerSm,
+                         Knob::UpdateEarly,
+                         Knob::UpdateHints,
+                         Knob::UpdateStages,
+                         Knob::DecodeBarrier,
+                         Knob::DecodeBalance,
+                         Knob::PrefillFlash,
+                         Knob::DecodeStepWrite};
 static_assert(std::size(kAll) == kKnobCount);
 
 /// The documented defaults (docs/cuda.md, "Environment knobs").
-const std::map<std::string, int> kDefaults = {
-    {"MLART_PDL", 1},         {"MLART_DECODE_CLUSTER", 1},
-    {"MLART_DECODE_VARIANT", 1}, {"MLART_DECODE_MANY", 1},
-    {"MLART_DECODE_MANY_VARIANT", 1}, {"MLART_SKINNY_GEMM", 0},
-    {"MLART_SKINNY_VARIANT", 0},
-    {"MLART_GEMM_LT", 1}, {"MLART_GEMM_AUTOTUNE", 1},
-    {"MLART_UPDATE_KERNEL", 2}, {"MLART_UPDATE_UNROLL", 8},
-    {"MLART_UPDATE_CTAS_PER_SM", 0}, {"MLART_UPDATE_EARLY", 1},
-    {"MLART_UPDATE_HINTS", 1}, {"MLART_UPDATE_STAGES", 2},
-    {"MLART_DECODE_BARRIER", 1}, {"MLART_DECODE_BALANCE", 0},
-    {"MLART_PREFILL_FLASH", 1}};
+const std::map<std::string, int> kDefaults = {{"MLART_PDL", 1},
+                                              {"MLART_DECODE_CLUSTER", 1},
+                                              {"MLART_DECODE_VARIANT", 1},
+                                              {"MLART_DECODE_MANY", 1},
+                                              {"MLART_DECODE_MANY_VARIANT", 1},
+                                              {"MLART_SKINNY_GEMM", 0},
+                                              {"MLART_SKINNY_VARIANT", 0},
+                                              {"MLART_GEMM_LT", 1},
+                                              {"MLART_GEMM_AUTOTUNE", 1},
+                                              {"MLART_UPDATE_KERNEL", 2},
+                                              {"MLART_UPDATE_UNROLL", 8},
+                                              {"MLART_UPDATE_CTAS_PER_SM", 0},
+                                              {"MLART_UPDATE_EARLY", 1},
+                                              {"MLART_UPDATE_HINTS", 1},
+                                              {"MLART_UPDATE_STAGES", 2},
+                                              {"MLART_DECODE_BARRIER", 1},
+                                              {"MLART_DECODE_BALANCE", 0},
+                                              {"MLART_PREFILL_FLASH", 1},
+                                              {"MLART_DECODE_STEP_WRITE", 1}};
 
 TEST(Knobs, TableNamesAndDefaults) {
   for (Knob k : kAll) {

@@ -9,11 +9,14 @@
 //===----------------------------------------------------------------------===//
 #include "cpu/CacheWrite.h"
 #include "cpu/CpuKernels.h"
+#include "cpu/IndexAccess.h"
 #include "cpu/TensorAccess.h"
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
+#include <unordered_map>
 #include <vector>
 
 namespace mlart::cpu {
@@ -77,14 +80,71 @@ Status validate(const DecodeAttentionArgs &a) {
                         a.q.sizes[0]);
 }
 
+/// The rows a decode step writes, encoded as the cache stores them and
+/// looked up by slot: the one-pass decodeAttentionWithUpdate attends over
+/// these instead of reading the cache back, the shape of the CUDA kernel
+/// that writes and attends in one launch. The last token of a slot wins,
+/// as in cacheUpdate.
+class StepRows {
+public:
+  explicit StepRows(const DecodeAttentionWithUpdateArgs &a) : cache_(a.cache) {
+    for (int64_t t = 0; t < a.slotMapping.sizes[0]; ++t) {
+      const int64_t slot = loadIndex(a.slotMapping, t);
+      if (slot >= 0)
+        lastToken_[slot] = t;
+    }
+    // A dense one-row-per-block view over the staging rows: the same
+    // encoder as the cache (writeCacheRow), so the bits are the cache's.
+    staged_ = a.cache;
+    staged_.desc.blockSize = 1;
+    staged_.desc.numBlocks = std::max<int64_t>(1, int64_t(lastToken_.size()));
+    staged_.blockStride = 0;
+    staged_.writeProtect = nullptr;
+    staged_.refusedWrites = nullptr;
+    const int64_t rowBytes = a.cache.desc.rowBytes();
+    bytes_.resize(size_t(staged_.desc.numBlocks * rowBytes));
+    staged_.data = bytes_.data();
+    int64_t index = 0;
+    for (auto &[slot, t] : lastToken_) {
+      writeCacheRow(staged_, index, a.kvC, a.kPe, t);
+      rowOf_[slot] = bytes_.data() + index++ * rowBytes;
+    }
+  }
+
+  /// This step's encoded row for `slot`, or null when the step leaves the
+  /// slot alone.
+  const uint8_t *find(int64_t slot) const {
+    auto it = rowOf_.find(slot);
+    return it == rowOf_.end() ? nullptr : it->second;
+  }
+
+  /// Stores every staged row in its cache slot.
+  void commit() const {
+    const int64_t rowBytes = cache_.desc.rowBytes();
+    for (const auto &[slot, row] : rowOf_)
+      std::memcpy(static_cast<uint8_t *>(cache_.data) + cache_.slotOffset(slot),
+                  row, size_t(rowBytes));
+  }
+
+private:
+  const KVCacheRef &cache_;
+  KVCacheRef staged_;
+  std::vector<uint8_t> bytes_;
+  std::unordered_map<int64_t, int64_t> lastToken_;
+  std::unordered_map<int64_t, const uint8_t *> rowOf_;
+};
+
 /// Online-softmax attention of every head of one sequence over pages
 /// [firstBlock, endBlock). Writes the split's normalised output [H, latent]
-/// and its LSE [H].
+/// and its LSE [H]. With `stepRows`, a row the step writes is read from it
+/// instead of the cache.
 class SplitAttention {
 public:
-  SplitAttention(const DecodeAttentionArgs &a, int64_t heads)
-      : a_(a), heads_(heads), rowValues_(a.cache.desc.rowValues()),
-        latent_(a.cache.desc.latentRank), blockSize_(a.cache.desc.blockSize),
+  SplitAttention(const DecodeAttentionArgs &a, int64_t heads,
+                 const StepRows *stepRows)
+      : a_(a), stepRows_(stepRows), heads_(heads),
+        rowValues_(a.cache.desc.rowValues()), latent_(a.cache.desc.latentRank),
+        blockSize_(a.cache.desc.blockSize),
         rows_(size_t(blockSize_ * rowValues_)), scores_(size_t(blockSize_)),
         max_(size_t(heads)), sum_(size_t(heads)) {}
 
@@ -99,9 +159,8 @@ public:
       const int64_t first = blk * blockSize_;
       const int64_t valid = std::min(blockSize_, seqLen - first);
       for (int64_t j = 0; j < valid; ++j)
-        decodeCacheRow(a_.cache.desc,
-                       pagedRow(a_.cache, a_.blockTable, seq, first + j),
-                       a_.cache.scale, rows_.data() + j * rowValues_);
+        decodeCacheRow(a_.cache.desc, row(seq, first + j), a_.cache.scale,
+                       rows_.data() + j * rowValues_);
       for (int64_t h = 0; h < heads_; ++h)
         accumulate(h, q + h * rowValues_, valid, out + h * latent_);
     }
@@ -114,6 +173,14 @@ public:
   }
 
 private:
+  const uint8_t *row(int64_t seq, int64_t pos) const {
+    if (stepRows_)
+      if (const uint8_t *staged =
+              stepRows_->find(pagedSlot(a_.cache, a_.blockTable, seq, pos)))
+        return staged;
+    return pagedRow(a_.cache, a_.blockTable, seq, pos);
+  }
+
   /// Folds `valid` decoded rows into head h's running max, sum and output.
   void accumulate(int64_t h, const float *q, int64_t valid, float *acc) {
     float blockMax = kNegInf;
@@ -141,20 +208,23 @@ private:
   }
 
   const DecodeAttentionArgs &a_;
+  const StepRows *stepRows_;
   const int64_t heads_, rowValues_, latent_, blockSize_;
   std::vector<float> rows_, scores_, max_, sum_;
 };
 
 } // namespace
 
-Status decodeAttention(const DecodeAttentionArgs &args) {
-  MLART_RETURN_IF_ERROR(validate(args));
+namespace {
+/// decodeAttention over validated arguments, reading this step's rows from
+/// `stepRows` when given.
+void attend(const DecodeAttentionArgs &args, const StepRows *stepRows) {
   const int64_t batch = args.q.sizes[0], heads = args.q.sizes[1];
   const int64_t rowValues = args.cache.desc.rowValues();
   const int64_t latent = args.cache.desc.latentRank;
   const int64_t blockSize = args.cache.desc.blockSize;
 
-  SplitAttention split(args, heads);
+  SplitAttention split(args, heads, stepRows);
   std::vector<float> q(static_cast<size_t>(heads * rowValues));
   std::vector<float> partialOut, partialLse;
   std::vector<float> out(static_cast<size_t>(latent));
@@ -203,6 +273,12 @@ Status decodeAttention(const DecodeAttentionArgs &args) {
             numSplits > 0 ? maxLse + std::log(total) : kNegInf;
     }
   }
+}
+} // namespace
+
+Status decodeAttention(const DecodeAttentionArgs &args) {
+  MLART_RETURN_IF_ERROR(validate(args));
+  attend(args, nullptr);
   return Status::success();
 }
 
@@ -215,8 +291,14 @@ Status decodeAttentionWithUpdate(const DecodeAttentionWithUpdateArgs &args) {
   MLART_RETURN_IF_ERROR(validateCacheWrite(
       update.kvC, update.kPe, update.slotMapping, update.cache, numTokens));
   MLART_RETURN_IF_ERROR(validate(attention));
-  MLART_RETURN_IF_ERROR(cacheUpdate(update));
-  return decodeAttention(attention);
+  // One pass, as the CUDA kernel: the attention takes this step's rows from
+  // the inputs (encoded as the cache stores them), not from the cache, and
+  // the rows are stored after it; the result is that of cacheUpdate then
+  // decodeAttention, bit for bit.
+  const StepRows stepRows(args);
+  attend(attention, &stepRows);
+  stepRows.commit();
+  return Status::success();
 }
 
 } // namespace mlart::cpu

@@ -179,15 +179,22 @@ inline Status checkPagedRead(const KVCacheRef &cache,
   return Status::success();
 }
 
+/// The cache slot of token `pos` of a sequence whose pages are row `seq` of
+/// blockTable (already validated by checkPagedRead).
+inline int64_t pagedSlot(const KVCacheRef &cache, const TensorRef &blockTable,
+                         int64_t seq, int64_t pos) {
+  const int64_t blockSize = cache.desc.blockSize;
+  return loadI32(blockTable, seq, pos / blockSize) * blockSize +
+         pos % blockSize;
+}
+
 /// Start of the cache row of token `pos` of a sequence whose pages are row
 /// `seq` of blockTable (already validated by checkPagedRead).
 inline const uint8_t *pagedRow(const KVCacheRef &cache,
                                const TensorRef &blockTable, int64_t seq,
                                int64_t pos) {
-  const int64_t blockSize = cache.desc.blockSize;
-  const int64_t block = loadI32(blockTable, seq, pos / blockSize);
   return static_cast<const uint8_t *>(cache.data) +
-         cache.slotOffset(block * blockSize + pos % blockSize);
+         cache.slotOffset(pagedSlot(cache, blockTable, seq, pos));
 }
 
 } // namespace mlart::cpu

@@ -10,6 +10,7 @@
 
 #include "cuda/CudaCommon.h"
 #include "cuda/DecodeSchedule.h"
+#include "cuda/DecodeStepWrite.h"
 #include "mlart/StatusOr.h"
 
 #include <algorithm>
@@ -107,6 +108,9 @@ struct DecodeIo {
   const int32_t *seqLens;
   int64_t seqStride;
   DeviceErrorRecord *rec;
+  /// The rows this launch stores first (decode_attention_with_update in
+  /// one launch; tokens 0 otherwise). 16-head kernels only.
+  StepWrite w;
 };
 
 struct DecodeParams : DecodeIo {
@@ -169,6 +173,9 @@ uint64_t decodeClusterLaunchCount();
 /// choose it with DecodeAttentionArgs::schedule; MLART_DECODE_BALANCE makes
 /// it the default).
 uint64_t decodeBalancedLaunchCount();
+/// How many decode launches stored decode_attention_with_update's rows
+/// themselves (DecodeStepWrite.h) so far.
+uint64_t decodeStepWriteLaunchCount();
 /// cudaOccupancyMaxActiveClusters of the 16-head kernel on the current
 /// device for clusters of `size` (1..kMaxClusterSplits) CTAs: how many CTAs
 /// (x size) one wave holds with the cluster merge.

@@ -46,10 +46,19 @@ constexpr int kPRow = kTile + 8;
 constexpr int kChunksPerRow = kD * 2 / 16; // 72
 constexpr int kKSteps = kD / 16 / 4;        // 9 k-steps of S per warp
 constexpr int kSRow = kTile + 8;            // padded f32 row of partial S
-constexpr size_t kSmemTc =
+/// The fused write's bookkeeping (DecodeStepWrite.h), per KV buffer: the
+/// slot of each tile row (-1: none), the last token writing it (-1: none),
+/// the number of hits.
+struct StepRowsSmem {
+  int64_t rowSlot[2][kTile];
+  int hitToken[2][kTile];
+  int hits[2];
+};
+constexpr size_t kSmemTcBase =
     size_t(kHeads * kRowEl + 2 * kTile * kRowEl + kHeads * kPRow) * 2 +
     2 * 4 * kHeads * sizeof(float) + size_t(4 * kHeads * kSRow) * sizeof(float);
-
+static_assert(kSmemTcBase % alignof(StepRowsSmem) == 0);
+constexpr size_t kSmemTc = kSmemTcBase + sizeof(StepRowsSmem);
 
 __device__ __forceinline__ uint32_t smemAddr(const void *p) {
   return uint32_t(__cvta_generic_to_shared(p));
@@ -271,6 +280,7 @@ clusterMergeEpilogue(const DecodeParams &p, const float (&o)[16][4],
 struct TcSmem {
   uint16_t *Qs, *Ks, *Ps;
   float *redMax, *redSum, *Sred; // Sred: [4 warps][16][kSRow] partial scores
+  StepRowsSmem *step;
   __device__ __forceinline__ explicit TcSmem(uint8_t *smem) {
     Qs = reinterpret_cast<uint16_t *>(smem);
     Ks = Qs + kHeads * kRowEl;
@@ -278,8 +288,90 @@ struct TcSmem {
     redMax = reinterpret_cast<float *>(Ps + kHeads * kPRow);
     redSum = redMax + 4 * kHeads;
     Sred = redSum + 4 * kHeads;
+    step = reinterpret_cast<StepRowsSmem *>(smem + kSmemTcBase);
   }
 };
+
+/// A CTA's part in the fused write (DecodeStepWrite.h): whether it
+/// substitutes the step's rows (there are rows and every slot is good),
+/// its share of the stores (done once, while its first tile loads) and the
+/// slot of token threadIdx.x, kept in a register for the per-tile test.
+struct StepJob {
+  bool substitute = false, storePending = false;
+  int64_t cta = 0, ctas = 1;
+  int64_t mySlot = -1;
+
+  __device__ __forceinline__ void store(const DecodeParams &p) {
+    if (!storePending)
+      return;
+    storeStepRows(p.w, p.c.blockSize, p.c.blockStride, p.c.rowBytes, cta, ctas,
+                  kThreadsTc / 32);
+    storePending = false;
+  }
+};
+
+/// The job of CTA `cta` of `ctas`. Every thread calls it (a barrier).
+__device__ __forceinline__ StepJob stepJobOf(const DecodeParams &p, int64_t cta,
+                                             int64_t ctas) {
+  StepJob job;
+  job.cta = cta;
+  job.ctas = ctas;
+  if (p.w.tokens == 0 || !stepSlotsValid(p.w, p.rec, cta == 0))
+    return job;
+  job.substitute = job.storePending = true;
+  if (int(threadIdx.x) < p.w.tokens)
+    job.mySlot = stepSlot(p.w, int(threadIdx.x));
+  return job;
+}
+
+/// Records in the hit lists of buffer `buf` every token that writes one of
+/// its tile rows (rowSlot, already visible to all threads). A tile's rows
+/// are runs of consecutive slots, one run a page (block sizes are powers
+/// of two, so runs start at multiples of min(blockSize, kTile)).
+__device__ __forceinline__ void findStepRows(const DecodeParams &p,
+                                             const StepJob &job,
+                                             StepRowsSmem *st, int buf) {
+  const int64_t *rowSlot = st->rowSlot[buf];
+  const int run = min(p.c.blockSize, kTile);
+  auto test = [&](int t, int64_t s) {
+    for (int k = 0; k < kTile; k += run) {
+      const int64_t first = rowSlot[k];
+      if (first < 0 || s < first || s >= first + run)
+        continue;
+      const int r = k + int(s - first);
+      if (rowSlot[r] == s) {
+        atomicMax(&st->hitToken[buf][r], t);
+        atomicAdd(&st->hits[buf], 1);
+      }
+    }
+  };
+  if (job.mySlot >= 0)
+    test(int(threadIdx.x), job.mySlot);
+  for (int t = int(threadIdx.x) + kThreadsTc; t < p.w.tokens; t += kThreadsTc) {
+    const int64_t s = stepSlot(p.w, t);
+    if (s >= 0)
+      test(t, s);
+  }
+}
+
+/// Overwrites the rows of tile buffer `K` that this step writes with the
+/// input rows, then clears the buffer's hit lists. Every thread calls it
+/// (two barriers), only for a buffer with hits.
+__device__ __forceinline__ void substituteStepRows(const DecodeParams &p,
+                                                   StepRowsSmem *st, int buf,
+                                                   uint16_t *K) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  for (int r = warp; r < kTile; r += kThreadsTc / 32) {
+    const int t = st->hitToken[buf][r];
+    if (t >= 0)
+      copyStepRow(p.w, t, reinterpret_cast<uint8_t *>(K + r * kRowEl), lane);
+  }
+  __syncthreads();
+  if (threadIdx.x < kTile)
+    st->hitToken[buf][threadIdx.x] = -1;
+  if (threadIdx.x == 0)
+    st->hits[buf] = 0;
+}
 
 /// The running softmax state of one (sequence, 16 heads) piece: this
 /// thread's O fragments (warp w owns channels 128w..128w+127), the row
@@ -299,11 +391,15 @@ struct TilePiece {
 /// with no copy in flight and shared memory free for the caller. (Issuing
 /// the balanced kernel's next piece during the last tile was measured
 /// slower: docs/cuda.md, "Designs measured and not kept".)
+///
+/// `job`: the fused write (DecodeStepWrite.h); rows the step writes are
+/// taken from the inputs, and a pending store runs once the first tile's
+/// copies are issued.
 template <bool kSplitK>
-__device__ __forceinline__ void attendTiles(const DecodeParams &p,
-                                            const TcSmem &sm,
-                                            const TilePiece &cur,
-                                            TcAccum &acc) {
+__device__ __forceinline__ void
+attendTiles(const DecodeParams &p, const TcSmem &sm, const TilePiece &cur,
+            TcAccum &acc, StepJob &job) {
+  const bool substitute = job.substitute;
   const int b = cur.b, h0 = cur.h0, len = cur.len, t0 = cur.t0, t1 = cur.t1;
   uint16_t *const Qs = sm.Qs, *const Ks = sm.Ks, *const Ps = sm.Ps;
   float *const redMax = sm.redMax, *const redSum = sm.redSum,
@@ -335,7 +431,12 @@ __device__ __forceinline__ void attendTiles(const DecodeParams &p,
         myRow = blockRow(p.c, id, pos & (p.c.blockSize - 1));
       else if (lane < 16)
         atomicMin(&p.rec->badSeqIndex, seq);
+      if (substitute && lane < 16 && myRow)
+        sm.step->rowSlot[buf][warp * 16 + lane] =
+            (id << p.bsLog2) + (pos & (p.c.blockSize - 1));
     }
+    if (substitute && lane < 16 && !myRow)
+      sm.step->rowSlot[buf][warp * 16 + lane] = -1;
 #pragma unroll 4
     for (int rr = 0; rr < 16; ++rr) {
       const uint8_t *row = reinterpret_cast<const uint8_t *>(
@@ -359,11 +460,22 @@ __device__ __forceinline__ void attendTiles(const DecodeParams &p,
                 p.q + seq * p.qS0 + (head0 + h) * p.qS1 + ch * 8, true);
     }
   };
+  if (substitute) {
+    if (tid < 2 * kTile)
+      sm.step->hitToken[tid / kTile][tid % kTile] = -1;
+    if (tid < 2)
+      sm.step->hits[tid] = 0;
+  }
   if (t0 < t1) {
     loadQ(b, h0);
     loadTile(b, len, t0, 0);
   }
   cpCommit();
+  job.store(p);
+  if (substitute && t0 < t1) { // the first tile's hits; later ones pipelined
+    __syncthreads();
+    findStepRows(p, job, sm.step, 0);
+  }
 
 #pragma unroll
   for (int i = 0; i < 16; ++i)
@@ -379,6 +491,14 @@ __device__ __forceinline__ void attendTiles(const DecodeParams &p,
     cpCommit();
     cpWait<1>();
     __syncthreads();
+    if (substitute) {
+      // The next tile's rowSlot was written before the barrier; its hits
+      // are read after the next one. This tile's hits are final.
+      if (tile + 1 < t1)
+        findStepRows(p, job, sm.step, buf ^ 1);
+      if (sm.step->hits[buf] > 0)
+        substituteStepRows(p, sm.step, buf, Ks + buf * kTile * kRowEl);
+    }
     if (tile == t0)
       traceMark(p, kTraceFirstTile);
     const uint16_t *K = Ks + buf * kTile * kRowEl;
@@ -629,6 +749,11 @@ __global__ void __launch_bounds__(kThreadsTc, 1)
   const TcSmem sm(smem);
 
   const int split = blockIdx.x, b = blockIdx.y, h0 = blockIdx.z * kHeads;
+  StepJob job =
+      stepJobOf(p,
+                blockIdx.x + int64_t(gridDim.x) *
+                                 (blockIdx.y + int64_t(gridDim.y) * blockIdx.z),
+                int64_t(gridDim.x) * gridDim.y * gridDim.z);
   const int lenRaw = seqLenChecked(p, b);
   const int len = lenRaw < 0 ? 0 : lenRaw;
   const int tiles = (len + kTile - 1) / kTile;
@@ -636,7 +761,7 @@ __global__ void __launch_bounds__(kThreadsTc, 1)
   const int t0 = split * perSplit;
   const int t1 = min(tiles, t0 + perSplit);
   TcAccum acc;
-  attendTiles<kSplitK>(p, sm, TilePiece{b, h0, len, t0, t1}, acc);
+  attendTiles<kSplitK>(p, sm, TilePiece{b, h0, len, t0, t1}, acc, job);
   const float(&o)[16][4] = acc.o;
   traceMark(p, kTraceLoopEnd);
 
@@ -727,6 +852,7 @@ __global__ void __launch_bounds__(kThreadsTc, 1)
   const int tid = threadIdx.x;
   const int64_t C = gridDim.x, c = blockIdx.x;
   const int W = p.items;
+  StepJob job = stepJobOf(p, c, C);
 
   // T: all tiles. The first chunk's counts stay in registers for the search.
   int64_t T = 0, firstChunkTiles = 0;
@@ -783,10 +909,10 @@ __global__ void __launch_bounds__(kThreadsTc, 1)
   while (walker.next(tilesOf, writeEmpty, q)) {
     const int b = int(q.item % p.batch), h0 = int(q.item / p.batch) * kHeads;
     TcAccum acc;
-    attendTiles<kSplitK>(p, sm,
-                         TilePiece{b, h0, len, int(q.a - q.itemOff),
-                                   int(q.z - q.itemOff)},
-                         acc);
+    attendTiles<kSplitK>(
+        p, sm,
+        TilePiece{b, h0, len, int(q.a - q.itemOff), int(q.z - q.itemOff)}, acc,
+        job);
     float inv[2], lseV[2];
     finishRows(acc, inv, lseV);
     if (q.a == q.itemOff && q.z == q.itemOff + q.n) { // the whole item
@@ -801,6 +927,7 @@ __global__ void __launch_bounds__(kThreadsTc, 1)
       p.merges[c] =
           BalancedMerge{q.item, balancedCtaOfTile(q.itemOff, C, T), T};
   }
+  job.store(p); // a CTA without a piece still stores its share
   traceMark(p, kTraceLoopEnd);
   traceMark(p, kTraceExit);
 }
@@ -1072,6 +1199,10 @@ std::atomic<uint64_t> &balancedLaunches() {
   static std::atomic<uint64_t> n{0};
   return n;
 }
+std::atomic<uint64_t> &stepWriteLaunches() {
+  static std::atomic<uint64_t> n{0};
+  return n;
+}
 
 using TcKernel = void (*)(DecodeParams);
 
@@ -1226,32 +1357,50 @@ Status checkDecodeAttention(const DecodeAttentionArgs &a) {
   return Status::success();
 }
 
-Status decodeAttentionWithUpdate(CudaContext &ctx,
-                                 const DecodeAttentionWithUpdateArgs &a,
-                                 cudaStream_t stream) {
-  const CacheUpdateArgs update = a.update();
-  const DecodeAttentionArgs attention = a.attention();
-  // Both halves' host checks come first: a call refused on its arguments
-  // writes nothing. The two launches then run in stream order.
-  MLART_RETURN_IF_ERROR(checkCacheUpdate(update));
-  MLART_RETURN_IF_ERROR(checkDecodeAttention(attention));
-  MLART_RETURN_IF_ERROR(cacheUpdate(ctx, update, stream));
-  return decodeAttention(ctx, attention, stream);
+namespace {
+/// The rows of `u` as the 16-head kernel stores them in its own launch
+/// (DecodeStepWrite.h), or std::nullopt where cacheUpdate must run first:
+/// MLART_DECODE_STEP_WRITE=0, checked mode (validation before any write,
+/// write protection), more than kMaxStepWriteTokens slots, or rows that are
+/// not 16-byte aligned copies.
+std::optional<StepWrite> stepWriteOf(const CudaContext &ctx,
+                                     const CacheUpdateArgs &u) {
+  const KVCacheDesc &desc = u.cache.desc;
+  const int64_t es = int64_t(dtypeSize(desc.dtype));
+  auto aligned = [](const TensorRef &t, int64_t es) {
+    return reinterpret_cast<uintptr_t>(t.data) % 16 == 0 &&
+           (t.strides[0] * es) % 16 == 0 && t.strides[1] == 1;
+  };
+  if (knobValue(Knob::DecodeStepWrite) == 0 || ctx.synchronousChecks ||
+      u.cache.writeProtect || desc.layout != CacheLayout::Plain ||
+      u.slotMapping.sizes[0] > kMaxStepWriteTokens ||
+      (desc.latentRank * es) % 16 != 0 || (desc.ropeDim * es) % 16 != 0 ||
+      !aligned(u.kvC, es) || !aligned(u.kPe, es))
+    return std::nullopt;
+  StepWrite w;
+  w.kvC = static_cast<const uint8_t *>(u.kvC.data);
+  w.kPe = static_cast<const uint8_t *>(u.kPe.data);
+  w.kvStride = u.kvC.strides[0] * es;
+  w.kpStride = u.kPe.strides[0] * es;
+  w.latentChunks = int(desc.latentRank * es / 16);
+  w.ropeChunks = int(desc.ropeDim * es / 16);
+  w.slots = u.slotMapping.data;
+  w.slot64 = u.slotMapping.dtype == DType::I64;
+  w.slotStride = u.slotMapping.strides[0];
+  w.tokens = int(u.slotMapping.sizes[0]);
+  w.cache = static_cast<uint8_t *>(u.cache.data);
+  w.numSlots = desc.numSlots();
+  return w;
 }
 
-Status decodeAttention(CudaContext &ctx, const DecodeAttentionArgs &a,
-                       cudaStream_t stream) {
-  MLART_RETURN_IF_ERROR(checkDecodeAttention(a));
+/// decodeAttention; with `update`, its rows are stored first, in the same
+/// launch when the 16-head kernel runs and stepWriteOf allows it, else by
+/// cacheUpdate's own launch before the decode.
+Status decodeAttentionAfter(CudaContext &ctx, const DecodeAttentionArgs &a,
+                            const CacheUpdateArgs *update,
+                            cudaStream_t stream) {
   const KVCacheDesc &desc = a.cache.desc;
   const int64_t B = a.q.sizes[0], H = a.q.sizes[1];
-  if (B == 0 || H == 0)
-    return Status::success();
-
-  std::unique_lock<std::mutex> lock(ctx.recordMutex, std::defer_lock);
-  if (ctx.synchronousChecks) {
-    lock.lock();
-    MLART_RETURN_IF_ERROR(resetRecord(ctx, stream));
-  }
   const int64_t qes = int64_t(dtypeSize(a.q.dtype));
   const bool fast =
       a.q.dtype == DType::BF16 && desc.layout == CacheLayout::Plain &&
@@ -1264,6 +1413,31 @@ Status decodeAttention(CudaContext &ctx, const DecodeAttentionArgs &a,
       a.cache.blockBytes() % 16 == 0 && a.out.strides[2] == 1 &&
       a.out.strides[1] % 2 == 0 && a.out.strides[0] % 2 == 0 &&
       reinterpret_cast<uintptr_t>(a.out.data) % 8 == 0;
+  const int64_t maxLen = a.blockTable.sizes[1] * desc.blockSize;
+  const int64_t maxTiles = std::max<int64_t>(1, (maxLen + kTile - 1) / kTile);
+  // H a multiple of 64: the many-heads kernel (DecodeManyHeads.cu, wgmma,
+  // 64 heads per CTA); MLART_DECODE_MANY=0 keeps the 16-head kernel.
+  // MLART_DECODE_MANY=force: whenever H allows (tests).
+  const int manyKnob = knobValue(Knob::DecodeMany);
+  // With few (sequence, 64-head) groups the 16-head kernel keeps more SMs
+  // busy (measured thresholds: preferManyHeads in DecodeCommon.h).
+  const bool many = manyKnob != 0 && H % kManyHeads == 0 &&
+                    (manyKnob == kDecodeManyForce ||
+                     preferManyHeads(B * (H / kManyHeads), maxTiles));
+  std::optional<StepWrite> step;
+  if (update && fast && !many && B > 0 && H > 0)
+    step = stepWriteOf(ctx, *update);
+  // Before the record lock: cacheUpdate takes it too in checked mode.
+  if (update && !step)
+    MLART_RETURN_IF_ERROR(cacheUpdate(ctx, *update, stream));
+  if (B == 0 || H == 0)
+    return Status::success();
+
+  std::unique_lock<std::mutex> lock(ctx.recordMutex, std::defer_lock);
+  if (ctx.synchronousChecks) {
+    lock.lock();
+    MLART_RETURN_IF_ERROR(resetRecord(ctx, stream));
+  }
   if (!fast) {
     GenericDecodeParams p;
     static_cast<DecodeIo &>(p) = decodeIo(ctx, a);
@@ -1285,18 +1459,10 @@ Status decodeAttention(CudaContext &ctx, const DecodeAttentionArgs &a,
   p.bsLog2 = 0;
   while ((int64_t(1) << p.bsLog2) < desc.blockSize)
     ++p.bsLog2;
-  const int64_t maxLen = a.blockTable.sizes[1] * desc.blockSize;
-  const int64_t maxTiles = std::max<int64_t>(1, (maxLen + kTile - 1) / kTile);
-  // H a multiple of 64: the many-heads kernel (DecodeManyHeads.cu, wgmma,
-  // 64 heads per CTA); MLART_DECODE_MANY=0 keeps the 16-head kernel.
-  // MLART_DECODE_MANY=force: whenever H allows (tests).
-  const int manyKnob = knobValue(Knob::DecodeMany);
-  // With few (sequence, 64-head) groups the 16-head kernel keeps more SMs
-  // busy (measured thresholds: preferManyHeads in DecodeCommon.h).
-  const bool many =
-      manyKnob != 0 && H % kManyHeads == 0 &&
-      (manyKnob == kDecodeManyForce ||
-       preferManyHeads(B * (H / kManyHeads), maxTiles));
+  if (step) {
+    p.w = *step;
+    stepWriteLaunches().fetch_add(1, std::memory_order_relaxed);
+  }
   int splits = a.numSplits > 0
                    ? int(std::min<int64_t>(
                          std::min<int64_t>(a.numSplits, maxTiles), kMaxSplits))
@@ -1376,5 +1542,26 @@ Status decodeAttention(CudaContext &ctx, const DecodeAttentionArgs &a,
   }
   return finishChecked(ctx, stream, lock);
 }
+} // namespace
+
+Status decodeAttentionWithUpdate(CudaContext &ctx,
+                                 const DecodeAttentionWithUpdateArgs &a,
+                                 cudaStream_t stream) {
+  const CacheUpdateArgs update = a.update();
+  const DecodeAttentionArgs attention = a.attention();
+  // Both halves' host checks come first: a call refused on its arguments
+  // writes nothing.
+  MLART_RETURN_IF_ERROR(checkCacheUpdate(update));
+  MLART_RETURN_IF_ERROR(checkDecodeAttention(attention));
+  return decodeAttentionAfter(ctx, attention, &update, stream);
+}
+
+Status decodeAttention(CudaContext &ctx, const DecodeAttentionArgs &a,
+                       cudaStream_t stream) {
+  MLART_RETURN_IF_ERROR(checkDecodeAttention(a));
+  return decodeAttentionAfter(ctx, a, nullptr, stream);
+}
+
+uint64_t decodeStepWriteLaunchCount() { return stepWriteLaunches().load(); }
 
 } // namespace mlart::cuda

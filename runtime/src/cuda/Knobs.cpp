@@ -69,6 +69,10 @@ constexpr KnobSpec kKnobs[kKnobCount] = {
     // shape allows it (PrefillFlash.h); 0: the CUDA-core kernel for all
     // (A/B). 94.7 ms -> 0.49 ms at H=16, T=4096 on an H100.
     spec(Knob::PrefillFlash, "MLART_PREFILL_FLASH", 1, kOffOn),
+    // 1: decode_attention_with_update stores the step's rows inside the
+    // 16-head decode launch (DecodeStepWrite.h); 0: cacheUpdate's own
+    // launch first (A/B).
+    spec(Knob::DecodeStepWrite, "MLART_DECODE_STEP_WRITE", 1, kOffOn),
 };
 
 constexpr bool inKnobOrder() {
@@ -86,7 +90,7 @@ std::atomic<int> overrides[kKnobCount] = {
     kNoOverride, kNoOverride, kNoOverride, kNoOverride, kNoOverride,
     kNoOverride, kNoOverride, kNoOverride, kNoOverride, kNoOverride,
     kNoOverride, kNoOverride, kNoOverride, kNoOverride, kNoOverride,
-    kNoOverride, kNoOverride, kNoOverride};
+    kNoOverride, kNoOverride, kNoOverride, kNoOverride};
 
 const KnobValues &environmentKnobs() {
   static const KnobValues values = [] {

@@ -37,8 +37,9 @@ enum class Knob : int {
   DecodeBarrier,     ///< MLART_DECODE_BARRIER: the cluster merge's barriers
   DecodeBalance,     ///< MLART_DECODE_BALANCE: the balanced decode schedule
   PrefillFlash,      ///< MLART_PREFILL_FLASH: the tensor-core prefill kernel
+  DecodeStepWrite,   ///< MLART_DECODE_STEP_WRITE: the update in the decode
 };
-constexpr int kKnobCount = 18;
+constexpr int kKnobCount = 19;
 
 /// MLART_DECODE_MANY's value for "force"; 0 is off, 1 on (by shape), 2..6
 /// on with that timing variant of the cp.async kernel.

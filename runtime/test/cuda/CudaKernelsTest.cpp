@@ -1053,6 +1053,251 @@ TEST(CudaDecodeGraph, BalancedReplaysWithNewLengths) {
   dev->destroyGraph(*graph);
 }
 
+// --- decode_attention_with_update in one launch (DecodeStepWrite.h). --------
+/// Overrides MLART_DECODE_STEP_WRITE for a scope.
+struct StepWriteKnob {
+  explicit StepWriteKnob(bool on) {
+    cuda::setKnobOverride(cuda::Knob::DecodeStepWrite, on ? 1 : 0);
+  }
+  ~StepWriteKnob() {
+    cuda::setKnobOverride(cuda::Knob::DecodeStepWrite, std::nullopt);
+  }
+};
+
+/// Which rows a test step writes besides each sequence's last one.
+enum class Extra {
+  None,
+  /// A row in the middle of sequence 0 (a tile of another CTA than its
+  /// last) and a padding token (slot -1).
+  OtherTile,
+  /// Those, and two tokens writing sequence 0's first row: the later one
+  /// must win (the CPU's and the one launch's rule; cacheUpdate's CUDA
+  /// kernel keeps one of them).
+  OtherTileAndTwice,
+};
+
+/// One decode step's rows for `in` (bf16, i32 slots): token b writes the
+/// last position of sequence b (slot -1 for an empty one), plus `extra`.
+struct StepRows {
+  Arr kv, kp, slots;
+  StepRows(CudaDevice *d, DecodeInputs &in, Extra extra) {
+    const int64_t bs = in.c.blockSize;
+    std::vector<int32_t> table(size_t(in.c.B * in.maxBlocks)),
+        lens(size_t(in.c.B));
+    std::memcpy(table.data(), in.tab.host.data(), table.size() * 4);
+    std::memcpy(lens.data(), in.len.host.data(), lens.size() * 4);
+    auto slotOf = [&](int64_t b, int64_t pos) {
+      return table[size_t(b * in.maxBlocks + pos / bs)] * int32_t(bs) +
+             int32_t(pos % bs);
+    };
+    std::vector<int32_t> s;
+    for (int64_t b = 0; b < in.c.B; ++b)
+      s.push_back(lens[size_t(b)] > 0 ? slotOf(b, lens[size_t(b)] - 1) : -1);
+    if (extra != Extra::None && lens[0] > 2) {
+      s.push_back(slotOf(0, lens[0] / 2));
+      s.push_back(-1);
+    }
+    if (extra == Extra::OtherTileAndTwice && lens[0] > 2) {
+      s.push_back(slotOf(0, 0));
+      s.push_back(slotOf(0, 0));
+    }
+    const int64_t T = int64_t(s.size());
+    kv = randomArr(d, DType::BF16, {T, 512});
+    kp = randomArr(d, DType::BF16, {T, 64});
+    slots = Arr(d, DType::I32, {T});
+    slots.setI32(s);
+    slots.up(d);
+  }
+  DecodeAttentionWithUpdateArgs args(const DecodeAttentionArgs &a,
+                                     bool device) {
+    DecodeAttentionWithUpdateArgs f;
+    f.kvC = device ? kv.d() : kv.h();
+    f.kPe = device ? kp.d() : kp.h();
+    f.slotMapping = device ? slots.d() : slots.h();
+    f.q = a.q;
+    f.cache = a.cache;
+    f.blockTable = a.blockTable;
+    f.seqLens = a.seqLens;
+    f.softmaxScale = a.softmaxScale;
+    f.out = a.out;
+    f.lse = a.lse;
+    f.numSplits = a.numSplits;
+    f.schedule = a.schedule;
+    return f;
+  }
+};
+
+/// Runs decodeAttentionWithUpdate on the device (asynchronous checks: the
+/// one-launch path's mode) and on the CPU, and compares the whole cache bit
+/// for bit and the outputs within tolerance; `fused`: the one-launch path
+/// must (not) have been taken.
+void expectStepWriteMatchesCpu(CudaDevice *d, DecodeInputs &in, StepRows &rows,
+                               DecodeSchedule schedule, bool fused,
+                               const std::string &what) {
+  DecodeAttentionArgs da = in.deviceArgs(), ha = in.hostArgs();
+  da.schedule = ha.schedule = schedule;
+  const uint64_t before = cuda::decodeStepWriteLaunchCount();
+  d->setSynchronousChecks(false);
+  Status s =
+      d->kernels().decodeAttentionWithUpdate(rows.args(da, true), nullptr);
+  d->setSynchronousChecks(true);
+  ASSERT_TRUE(s.ok()) << what << ": " << s.message();
+  ASSERT_TRUE(d->synchronize().ok());
+  ASSERT_TRUE(d->checkErrors(nullptr).ok()) << what;
+  EXPECT_EQ(cuda::decodeStepWriteLaunchCount() - before, fused ? 1u : 0u)
+      << what << ": the one-launch path was (not) taken";
+  ASSERT_TRUE(
+      cpu().decodeAttentionWithUpdate(rows.args(ha, false), nullptr).ok());
+  EXPECT_TRUE(in.cache.bytes.down(d) == in.cache.bytes.host)
+      << what << ": the cache differs from the CPU's";
+  // The CPU's outputs, against which expectMatchesCpu compares, come from
+  // the updated cache (its decodeAttention re-runs on it).
+  in.expectMatchesCpu(d, what);
+}
+
+// The one launch stores the step's rows and attends over them: the cache
+// is the CPU's bit for bit and the outputs match, across block sizes (16:
+// four pages a tile; 128: a tile inside a page), split counts (the cluster
+// merge and the combine kernel), head counts, the balanced schedule, and
+// tokens that write another CTA's tile or one slot twice.
+TEST(CudaDecodeStepWrite, OneLaunchMatchesCpu) {
+  REQUIRE_GPU();
+  struct Case {
+    int64_t B, H, blockSize, maxLen;
+    int splits;
+    DecodeSchedule schedule;
+  };
+  const Case cases[] = {
+      {4, 16, 64, 1000, 0, DecodeSchedule::Default},
+      {9, 16, 16, 700, 3, DecodeSchedule::Default},
+      {5, 32, 128, 900, 2, DecodeSchedule::Default},
+      {3, 16, 64, 2000, 12, DecodeSchedule::Default},
+      {18, 16, 32, 1100, 0, DecodeSchedule::Balanced},
+      {130, 16, 64, 300, 0, DecodeSchedule::Default},
+  };
+  for (const Case &k : cases)
+    for (Extra extra : {Extra::None, Extra::OtherTileAndTwice}) {
+      const std::string tag =
+          "B " + std::to_string(k.B) + ", H " + std::to_string(k.H) +
+          ", page " + std::to_string(k.blockSize) + ", splits " +
+          std::to_string(k.splits) +
+          (k.schedule == DecodeSchedule::Balanced ? ", balanced" : "") +
+          (extra != Extra::None ? ", extra rows" : "");
+      SCOPED_TRACE(tag);
+      DecodeInputs in(dev, DecodeCase{k.B, k.H, k.blockSize, CacheLayout::Plain,
+                                      DType::BF16, DType::BF16, k.splits,
+                                      k.maxLen, 1});
+      StepRows rows(dev, in, extra);
+      expectStepWriteMatchesCpu(dev, in, rows, k.schedule, true, tag);
+    }
+}
+
+// Calls the one launch does not take run cacheUpdate first and are right:
+// the knob off, checked mode, the many-heads kernel, an fp8 cache.
+TEST(CudaDecodeStepWrite, OtherCallsUpdateFirst) {
+  REQUIRE_GPU();
+  {
+    StepWriteKnob off(false);
+    DecodeInputs in(dev, DecodeCase{4, 16, 64, CacheLayout::Plain, DType::BF16,
+                                    DType::BF16, 0, 500, 1});
+    StepRows rows(dev, in, Extra::OtherTile);
+    expectStepWriteMatchesCpu(dev, in, rows, DecodeSchedule::Default, false,
+                              "knob off");
+  }
+  {
+    DecodeInputs in(dev, DecodeCase{9, 128, 64, CacheLayout::Plain, DType::BF16,
+                                    DType::BF16, 0, 300, 1});
+    StepRows rows(dev, in, Extra::OtherTile);
+    expectStepWriteMatchesCpu(dev, in, rows, DecodeSchedule::Default, false,
+                              "many heads");
+  }
+  {
+    // Checked mode: the update's validation first, then the decode.
+    DecodeInputs in(dev, DecodeCase{4, 16, 64, CacheLayout::Plain, DType::BF16,
+                                    DType::BF16, 0, 500, 1});
+    StepRows rows(dev, in, Extra::OtherTile);
+    const uint64_t before = cuda::decodeStepWriteLaunchCount();
+    Status s = dev->kernels().decodeAttentionWithUpdate(
+        rows.args(in.deviceArgs(), true), nullptr);
+    ASSERT_TRUE(s.ok()) << s.message();
+    EXPECT_EQ(cuda::decodeStepWriteLaunchCount(), before);
+    ASSERT_TRUE(
+        cpu()
+            .decodeAttentionWithUpdate(rows.args(in.hostArgs(), false), nullptr)
+            .ok());
+    EXPECT_TRUE(in.cache.bytes.down(dev) == in.cache.bytes.host);
+    in.expectMatchesCpu(dev, "checked mode");
+  }
+}
+
+// A slot outside the cache: the one launch stores no row and substitutes
+// none (the outputs are the old cache's), and checkErrors reports it.
+TEST(CudaDecodeStepWrite, BadSlotStoresNothing) {
+  REQUIRE_GPU();
+  DecodeInputs in(dev, DecodeCase{4, 16, 64, CacheLayout::Plain, DType::BF16,
+                                  DType::BF16, 0, 500, 1});
+  StepRows rows(dev, in, Extra::None);
+  std::vector<int32_t> s(size_t(rows.slots.numel()));
+  std::memcpy(s.data(), rows.slots.host.data(), s.size() * 4);
+  s.back() = int32_t(in.cache.desc.numSlots());
+  rows.slots.setI32(s);
+  rows.slots.up(dev);
+  dev->setSynchronousChecks(false);
+  Status st = dev->kernels().decodeAttentionWithUpdate(
+      rows.args(in.deviceArgs(), true), nullptr);
+  dev->setSynchronousChecks(true);
+  ASSERT_TRUE(st.ok()) << st.message();
+  ASSERT_TRUE(dev->synchronize().ok());
+  EXPECT_EQ(dev->checkErrors(nullptr).code(), StatusCode::OutOfRange);
+  EXPECT_TRUE(in.cache.bytes.down(dev) == in.cache.bytes.host)
+      << "a row was stored";
+  in.expectMatchesCpu(dev, "bad slot: the old cache's attention");
+}
+
+// The one launch inside a CUDA graph: replays with new rows, lengths and
+// slots store and attend like the CPU.
+TEST(CudaDecodeGraph, StepWriteReplaysWithNewData) {
+  REQUIRE_GPU();
+  StatusOr<Stream> stream = dev->createStream();
+  ASSERT_TRUE(stream.ok()) << stream.status().message();
+  StreamHandle st = stream->handle();
+  DecodeInputs in(dev, DecodeCase{9, 16, 64, CacheLayout::Plain, DType::BF16,
+                                  DType::BF16, 0, 700, 1});
+  StepRows rows(dev, in, Extra::None);
+  const uint64_t before = cuda::decodeStepWriteLaunchCount();
+  ASSERT_TRUE(dev->beginCapture(st).ok());
+  Status s = dev->kernels().decodeAttentionWithUpdate(
+      rows.args(in.deviceArgs(), true), st);
+  StatusOr<GraphHandle> graph = dev->endCapture(st);
+  ASSERT_TRUE(s.ok()) << s.message();
+  ASSERT_TRUE(graph.ok()) << graph.status().message();
+  EXPECT_EQ(cuda::decodeStepWriteLaunchCount() - before, 1u);
+  for (int replay = 0; replay < 3; ++replay) {
+    SCOPED_TRACE("replay " + std::to_string(replay));
+    in.refill(dev);
+    StepRows fresh(dev, in, Extra::None);
+    // Same buffers, new values: the graph's pointers stay valid.
+    std::memcpy(rows.kv.host.data(), fresh.kv.host.data(), rows.kv.host.size());
+    std::memcpy(rows.kp.host.data(), fresh.kp.host.data(), rows.kp.host.size());
+    std::memcpy(rows.slots.host.data(), fresh.slots.host.data(),
+                rows.slots.host.size());
+    rows.kv.up(dev);
+    rows.kp.up(dev);
+    rows.slots.up(dev);
+    ASSERT_TRUE(dev->synchronize().ok());
+    ASSERT_TRUE(dev->launchGraph(*graph, st).ok());
+    ASSERT_TRUE(dev->synchronize(st).ok());
+    ASSERT_TRUE(dev->checkErrors(nullptr).ok());
+    ASSERT_TRUE(
+        cpu()
+            .decodeAttentionWithUpdate(rows.args(in.hostArgs(), false), nullptr)
+            .ok());
+    EXPECT_TRUE(in.cache.bytes.down(dev) == in.cache.bytes.host);
+    in.expectMatchesCpu(dev, "replay " + std::to_string(replay));
+  }
+  dev->destroyGraph(*graph);
+}
+
 // --- Prefill. ----------------------------------------------------------------
 // One packed prefill batch: requests by queryStartLoc (tokens past its end
 // are padding), optional cached context per request.
