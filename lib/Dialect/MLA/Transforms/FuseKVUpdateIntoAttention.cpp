@@ -31,6 +31,34 @@ std::optional<bool> attentionWritesCache(StringRef target) {
       .Default(std::nullopt);
 }
 
+/// Longest sequence (block-table width x page) up to which the CUDA one
+/// launch beats cacheUpdate + decode (mla-bench's "decode+update" rows,
+/// docs/results/h100.md).
+constexpr int64_t kCudaFoldMaxContext = 4160;
+
+/// Why folding the update into `attention` does not pay on `target`, or
+/// std::nullopt where it does. The CPU kernel is one pass either way. On
+/// CUDA only the 16-head decode stores the rows in its own launch (H not
+/// a multiple of 64, a plain cache); elsewhere the runtime runs the
+/// update's launch first, and past kCudaFoldMaxContext the substitution's
+/// per-tile test costs more than the saved launch.
+std::optional<StringRef> foldDoesNotPay(StringRef target,
+                                        DecodeAttentionOp attention) {
+  if (target != "cuda-sm90")
+    return std::nullopt;
+  auto q = cast<ShapedType>(attention.getQ().getType());
+  auto table = cast<ShapedType>(attention.getBlockTable().getType());
+  auto cache = cast<KVCacheType>(attention.getCache().getType());
+  if (!q.hasStaticShape() || q.getDimSize(1) % 64 == 0)
+    return StringRef("the many-heads decode stores no rows itself");
+  if (cache.isFp8())
+    return StringRef("an fp8 cache's rows are stored by their own launch");
+  if (ShapedType::isDynamic(table.getDimSize(1)) ||
+      table.getDimSize(1) * cache.getBlockSize() > kCudaFoldMaxContext)
+    return StringRef("sequences longer than the measured break-even");
+  return std::nullopt;
+}
+
 /// The first latent-form decode attention after `update` in its block that
 /// reads the same cache value, or null.
 DecodeAttentionOp findAttention(KVCacheUpdateOp update) {
@@ -42,8 +70,10 @@ DecodeAttentionOp findAttention(KVCacheUpdateOp update) {
 }
 
 struct FoldUpdateIntoAttention : OpRewritePattern<KVCacheUpdateOp> {
-  FoldUpdateIntoAttention(MLIRContext *ctx, llvm::Statistic &numFused)
-      : OpRewritePattern(ctx), numFused(numFused) {}
+  FoldUpdateIntoAttention(MLIRContext *ctx, llvm::Statistic &numFused,
+                          StringRef target, bool costModel)
+      : OpRewritePattern(ctx), numFused(numFused), target(target.str()),
+        costModel(costModel) {}
 
   LogicalResult matchAndRewrite(KVCacheUpdateOp update,
                                 PatternRewriter &rewriter) const override {
@@ -71,6 +101,9 @@ struct FoldUpdateIntoAttention : OpRewritePattern<KVCacheUpdateOp> {
       if (writeScale != attention.getKvScale())
         return rewriter.notifyMatchFailure(
             update, "write and read use different scale values");
+    if (costModel)
+      if (std::optional<StringRef> why = foldDoesNotPay(target, attention))
+        return rewriter.notifyMatchFailure(attention, *why);
 
     rewriter.setInsertionPoint(attention);
     auto fused = DecodeAttentionWithUpdateOp::create(
@@ -87,6 +120,8 @@ struct FoldUpdateIntoAttention : OpRewritePattern<KVCacheUpdateOp> {
   }
 
   llvm::Statistic &numFused;
+  std::string target;
+  bool costModel;
 };
 
 struct MLAFuseKVUpdateIntoAttentionPass
@@ -106,7 +141,8 @@ struct MLAFuseKVUpdateIntoAttentionPass
       return markAllAnalysesPreserved();
 
     RewritePatternSet patterns(&getContext());
-    patterns.add<FoldUpdateIntoAttention>(&getContext(), numFused);
+    patterns.add<FoldUpdateIntoAttention>(&getContext(), numFused, target,
+                                          costModel);
     GreedyRewriteConfig config;
     config.enableFolding(false);
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns),

@@ -1,4 +1,4 @@
-// RUN: mla-opt %s -split-input-file -allow-unregistered-dialect -mla-fuse-kv-update-into-attention=target=cuda-sm90 | FileCheck %s
+// RUN: mla-opt %s -split-input-file -allow-unregistered-dialect -mla-fuse-kv-update-into-attention="target=cuda-sm90 cost-model=false" | FileCheck %s
 // RUN: mla-opt %s -split-input-file -allow-unregistered-dialect -mla-fuse-kv-update-into-attention | FileCheck %s
 // RUN: mla-opt %s -split-input-file -allow-unregistered-dialect -mla-fuse-kv-update-into-attention=target=cpu | FileCheck %s
 // RUN: not mla-opt %s -split-input-file -allow-unregistered-dialect -mla-fuse-kv-update-into-attention=target=tpu 2>&1 | FileCheck %s --check-prefix=BAD

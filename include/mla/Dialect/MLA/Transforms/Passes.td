@@ -461,6 +461,18 @@ def MLAFuseKVUpdateIntoAttention : Pass<"mla-fuse-kv-update-into-attention"> {
     blocks (either inside an `scf.if`), or when the write and read scales
     are different values.
 
+    With `cost-model=true` (the default) the pass also folds only where it
+    pays on the target. On `cpu` it always does (one pass over the rows,
+    no launch). On `cuda-sm90` the one-launch kernel (the 16-head decode
+    stores the rows itself) runs only for H not a multiple of 64 and a plain
+    cache, and beats the update's launch plus the decode only up to about
+    4,160 tokens a sequence (the block table's width times the page): past
+    that the per-tile test of the substitution costs more than the launch
+    it saves (docs/results/h100.md, the `decode+update` rows). Elsewhere
+    the pass declines; `cost-model=false` folds wherever it is legal, and
+    the fused op still lowers and runs (the runtime then stores the rows in
+    their own launch first).
+
     Only `mla.kv_cache_update` is folded, not `mla.rope_kv_cache_update`.
     In the pipelines this pass (`fuse-into-attention=true`, decode only)
     runs after `mla-fuse-rope-kv-update`, so it finds an update to fold only
@@ -471,7 +483,9 @@ def MLAFuseKVUpdateIntoAttention : Pass<"mla-fuse-kv-update-into-attention"> {
   let options = [
     Option<"target", "target", "std::string", /*default=*/"\"cpu\"",
            "Target whose decode attention kernel may write the cache: "
-           "'cpu' or 'cuda-sm90'">
+           "'cpu' or 'cuda-sm90'">,
+    Option<"costModel", "cost-model", "bool", /*default=*/"true",
+           "Fold only where the target's measured cost says it pays">
   ];
   let dependentDialects = ["::mlir::mla::MLADialect"];
   let statistics = [
