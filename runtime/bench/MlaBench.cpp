@@ -270,6 +270,7 @@ struct BenchDecode {
   /// step stores its new rows.
   std::vector<int32_t> lastSlots() const {
     std::vector<int32_t> slots;
+    slots.reserve(size_t(B));
     for (int64_t b = 0; b < B; ++b)
       slots.push_back(tableHost[size_t(b * perSeq + (L - 1) / bs)] *
                           int32_t(bs) +

@@ -373,6 +373,7 @@ struct NewTokens {
              pos % int32_t(bs);
     };
     std::vector<int32_t> slots;
+    slots.reserve(size_t(batch + 4));
     for (int64_t b = 0; b < batch; ++b)
       slots.push_back(slotOf(b, p.lens[b] - 1));
     if (extra) {

@@ -1091,6 +1091,7 @@ struct StepRows {
              int32_t(pos % bs);
     };
     std::vector<int32_t> s;
+    s.reserve(size_t(in.c.B + 4));
     for (int64_t b = 0; b < in.c.B; ++b)
       s.push_back(lens[size_t(b)] > 0 ? slotOf(b, lens[size_t(b)] - 1) : -1);
     if (extra != Extra::None && lens[0] > 2) {
