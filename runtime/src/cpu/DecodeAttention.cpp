@@ -88,25 +88,26 @@ Status validate(const DecodeAttentionArgs &a) {
 class StepRows {
 public:
   explicit StepRows(const DecodeAttentionWithUpdateArgs &a) : cache_(a.cache) {
+    std::unordered_map<int64_t, int64_t> lastToken;
     for (int64_t t = 0; t < a.slotMapping.sizes[0]; ++t) {
       const int64_t slot = loadIndex(a.slotMapping, t);
       if (slot >= 0)
-        lastToken_[slot] = t;
+        lastToken[slot] = t;
     }
     // A dense one-row-per-block view over the staging rows: the same
     // encoder as the cache (writeCacheRow), so the bits are the cache's.
-    staged_ = a.cache;
-    staged_.desc.blockSize = 1;
-    staged_.desc.numBlocks = std::max<int64_t>(1, int64_t(lastToken_.size()));
-    staged_.blockStride = 0;
-    staged_.writeProtect = nullptr;
-    staged_.refusedWrites = nullptr;
+    KVCacheRef staged = a.cache;
+    staged.desc.blockSize = 1;
+    staged.desc.numBlocks = std::max<int64_t>(1, int64_t(lastToken.size()));
+    staged.blockStride = 0;
+    staged.writeProtect = nullptr;
+    staged.refusedWrites = nullptr;
     const int64_t rowBytes = a.cache.desc.rowBytes();
-    bytes_.resize(size_t(staged_.desc.numBlocks * rowBytes));
-    staged_.data = bytes_.data();
+    bytes_.resize(size_t(staged.desc.numBlocks * rowBytes));
+    staged.data = bytes_.data();
     int64_t index = 0;
-    for (auto &[slot, t] : lastToken_) {
-      writeCacheRow(staged_, index, a.kvC, a.kPe, t);
+    for (const auto &[slot, t] : lastToken) {
+      writeCacheRow(staged, index, a.kvC, a.kPe, t);
       rowOf_[slot] = bytes_.data() + index++ * rowBytes;
     }
   }
@@ -128,9 +129,7 @@ public:
 
 private:
   const KVCacheRef &cache_;
-  KVCacheRef staged_;
   std::vector<uint8_t> bytes_;
-  std::unordered_map<int64_t, int64_t> lastToken_;
   std::unordered_map<int64_t, const uint8_t *> rowOf_;
 };
 

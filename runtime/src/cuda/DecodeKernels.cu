@@ -425,18 +425,18 @@ attendTiles(const DecodeParams &p, const TcSmem &sm, const TilePiece &cur,
     uint16_t *dst = Ks + buf * kTile * kRowEl + warp * 16 * kRowEl;
     const int pos = tile * kTile + warp * 16 + (lane & 15);
     const uint8_t *myRow = nullptr;
+    int64_t mySlot = -1; // for the fused write's substitution
     if (pos < seqLen) {
       const int64_t id = p.c.table[seq * p.c.tableS0 + int64_t(pos >> p.bsLog2) * p.c.tableS1];
-      if (id >= 0 && id < p.c.numBlocks)
+      if (id >= 0 && id < p.c.numBlocks) {
         myRow = blockRow(p.c, id, pos & (p.c.blockSize - 1));
-      else if (lane < 16)
+        mySlot = (id << p.bsLog2) + (pos & (p.c.blockSize - 1));
+      } else if (lane < 16) {
         atomicMin(&p.rec->badSeqIndex, seq);
-      if (substitute && lane < 16 && myRow)
-        sm.step->rowSlot[buf][warp * 16 + lane] =
-            (id << p.bsLog2) + (pos & (p.c.blockSize - 1));
+      }
     }
-    if (substitute && lane < 16 && !myRow)
-      sm.step->rowSlot[buf][warp * 16 + lane] = -1;
+    if (substitute && lane < 16)
+      sm.step->rowSlot[buf][warp * 16 + lane] = mySlot;
 #pragma unroll 4
     for (int rr = 0; rr < 16; ++rr) {
       const uint8_t *row = reinterpret_cast<const uint8_t *>(
